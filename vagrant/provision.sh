@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Provisions one Tidewater node: iptables, the broker binary from the synced workspace, a
+# systemd unit. Usage: provision.sh NODE_NAME ADDRESS ROLE (ROLE is controller or broker).
+set -euo pipefail
+
+node_name="${1:?node name}"
+address="${2:?address}"
+role="${3:?role: controller or broker}"
+workspace="/tidewater"
+binary_src="${workspace}/target/release/tidewater-broker"
+binary_dst="/usr/local/bin/tidewater-broker"
+data_dir="/var/lib/tidewater"
+config_dir="/etc/tidewater"
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq iptables procps curl >/dev/null
+
+if [ ! -x "${binary_src}" ]; then
+  echo "provision: ${binary_src} is missing; run 'cargo build --release -p tidewater-broker' on the host, then 'vagrant provision'" >&2
+  exit 1
+fi
+install -m 0755 "${binary_src}" "${binary_dst}"
+
+install -d -m 0755 "${data_dir}" "${config_dir}"
+# The harness rewrites this file before each run (it knows the controller address and the
+# run's settings); this default lets the unit start on its own for a smoke test.
+if [ ! -f "${config_dir}/broker.toml" ]; then
+  broker_id="${node_name#n}"
+  [ "${role}" = "controller" ] && broker_id=0
+  cat > "${config_dir}/broker.toml" <<TOML
+"broker.id" = "${broker_id}"
+"listeners" = "http://${address}:9092"
+"log.dirs" = "${data_dir}/data"
+TOML
+fi
+echo "TIDEWATER_ROLE=${role}" > "${config_dir}/role.env"
+
+install -m 0644 "${workspace}/vagrant/tidewater-broker.service" /etc/systemd/system/tidewater-broker.service
+systemctl daemon-reload
+systemctl enable tidewater-broker.service >/dev/null
+echo "provision: ${node_name} (${role}) at ${address} ready"
