@@ -1,0 +1,739 @@
+//! The HTTP client of the broker's client API (`docs/api.md`): produce, fetch, list offsets,
+//! metadata, topic creation and status, with leader discovery and bounded retries.
+//!
+//! Every call returns an [`Outcome`]: `Ok`, `Fail` (the request certainly had no effect) or
+//! `Info` (it may have taken effect). The mapping from broker errors and transport failures to
+//! fail/info is in [`send_certainty`] and [`read_certainty`]; the queue workload turns outcomes
+//! into history completions unchanged.
+
+use crate::history::Key;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upper bound on retries of one request after certain failures (leader moved, connection
+/// refused), so an op never spins while the cluster has no leader.
+pub const RETRIES_MAX: u32 = 3;
+
+/// Settings of a [`BrokerClient`].
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Broker node name (`n1`) -> base URL (`http://10.77.0.11:9092`).
+    pub nodes: BTreeMap<String, String>,
+    /// Bound on one HTTP request, connect included. A request that exceeds it ends `info`
+    /// for sends (it may have been appended) and `fail` for reads.
+    pub request_timeout_ms: u64,
+    /// Bound on establishing the TCP connection: a partitioned node must not stall an op for
+    /// the whole request timeout before it can retry elsewhere.
+    pub connect_timeout_ms: u64,
+    /// `timeout_ms` passed to produce requests with acks=all (the broker's delayed-produce bound).
+    pub produce_timeout_ms: u64,
+    /// Retries after certain failures, at most [`RETRIES_MAX`].
+    pub retries: u32,
+    /// Pause between retries, so a leader election can finish.
+    pub retry_backoff_ms: u64,
+}
+
+impl ClientConfig {
+    /// Defaults suited to a chaos test: short timeouts so faults show up as failed ops quickly.
+    pub fn new(nodes: BTreeMap<String, String>) -> ClientConfig {
+        ClientConfig {
+            nodes,
+            request_timeout_ms: 5_000,
+            connect_timeout_ms: 1_000,
+            produce_timeout_ms: 3_000,
+            retries: 2,
+            retry_backoff_ms: 100,
+        }
+    }
+}
+
+/// Whether a failed request may have taken effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Certainty {
+    /// It certainly had no effect: history type `fail`.
+    Fail,
+    /// It may have taken effect: history type `info`.
+    Info,
+}
+
+/// Why a request did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorCause {
+    /// The broker answered with a Kafka-style error name (`NOT_ENOUGH_REPLICAS`, ...).
+    Broker {
+        /// The `error` field of the body.
+        name: String,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// The TCP connection could not be established: the request was never sent.
+    Connect,
+    /// The request was sent (or may have been) but no answer came within the timeout.
+    Timeout,
+    /// The connection broke after the request may have been sent (reset, EOF, bad body).
+    Transport,
+    /// No leader is known for the partition, even after refreshing metadata.
+    NoLeader,
+}
+
+impl ErrorCause {
+    /// The name written to the history's `error` field.
+    pub fn name(&self) -> String {
+        match self {
+            ErrorCause::Broker { name, .. } => name.clone(),
+            ErrorCause::Connect => "connection-refused".into(),
+            ErrorCause::Timeout => "timeout".into(),
+            ErrorCause::Transport => "connection-reset".into(),
+            ErrorCause::NoLeader => "no-leader".into(),
+        }
+    }
+}
+
+/// A failed request: its cause, the node it went to and a human-readable message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientError {
+    /// What went wrong.
+    pub cause: ErrorCause,
+    /// The node the request was sent to, when one was chosen.
+    pub node: Option<String>,
+    /// Details for logs.
+    pub message: String,
+}
+
+/// The result of one client call, already classified for the history.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome<T> {
+    /// Success.
+    Ok(T),
+    /// Certainly no effect.
+    Fail(ClientError),
+    /// Maybe an effect.
+    Info(ClientError),
+}
+
+/// Broker errors after which a produce request certainly appended nothing.
+const SEND_CERTAIN_ERRORS: &[&str] = &[
+    "NOT_ENOUGH_REPLICAS",
+    "NOT_LEADER_OR_FOLLOWER",
+    "LEADER_NOT_AVAILABLE",
+    "FENCED_LEADER_EPOCH",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "INVALID_TOPIC_EXCEPTION",
+    "INVALID_REQUEST",
+    "INVALID_REQUIRED_ACKS",
+    "MESSAGE_TOO_LARGE",
+];
+
+/// Classifies a failed produce. Only errors the broker raises before appending are certain;
+/// `NOT_ENOUGH_REPLICAS_AFTER_APPEND`, `REQUEST_TIMED_OUT`, timeouts, resets and any error
+/// name we do not know are indeterminate, because the record may already be in the log.
+pub fn send_certainty(cause: &ErrorCause) -> Certainty {
+    match cause {
+        ErrorCause::Connect | ErrorCause::NoLeader => Certainty::Fail,
+        ErrorCause::Timeout | ErrorCause::Transport => Certainty::Info,
+        ErrorCause::Broker { name, .. } if SEND_CERTAIN_ERRORS.contains(&name.as_str()) => {
+            Certainty::Fail
+        }
+        ErrorCause::Broker { .. } => Certainty::Info,
+    }
+}
+
+/// Classifies a failed read (fetch, list offsets, metadata). Reads change nothing on the
+/// broker (the workload assigns partitions and keeps positions itself; it commits nothing),
+/// so every failed read is a `fail`; this keeps processes alive through read timeouts.
+pub fn read_certainty(_cause: &ErrorCause) -> Certainty {
+    Certainty::Fail
+}
+
+/// True when retrying elsewhere may help: the request certainly did nothing and the cause
+/// is a moved or missing leader or an unreachable node.
+fn retryable(cause: &ErrorCause) -> bool {
+    match cause {
+        ErrorCause::Connect | ErrorCause::NoLeader => true,
+        ErrorCause::Broker { name, .. } => matches!(
+            name.as_str(),
+            "NOT_LEADER_OR_FOLLOWER" | "LEADER_NOT_AVAILABLE" | "FENCED_LEADER_EPOCH"
+        ),
+        ErrorCause::Timeout | ErrorCause::Transport => false,
+    }
+}
+
+/// A successful produce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// The offset of the record (the first of the batch).
+    pub offset: Option<u64>,
+    /// The leader's high watermark after the append, when reported.
+    pub high_watermark: Option<u64>,
+    /// The node that answered.
+    pub node: String,
+}
+
+/// A successful fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// (offset, value) of each record whose value is an integer.
+    pub records: Vec<(u64, i64)>,
+    /// The offset of the next record to fetch: one past the last returned record, or the
+    /// requested offset when nothing came back.
+    pub next_offset: u64,
+    /// The leader's high watermark.
+    pub high_watermark: Option<u64>,
+    /// The leader's log start offset.
+    pub log_start_offset: Option<u64>,
+    /// Records whose value was not an integer (the workload never writes them).
+    pub foreign_values: usize,
+    /// The node that answered.
+    pub node: String,
+}
+
+/// One partition in the metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionMeta {
+    /// `topic/partition`.
+    pub key: Key,
+    /// The leader's node name, if there is a leader.
+    pub leader: Option<String>,
+    /// Leader epoch.
+    pub leader_epoch: Option<i64>,
+    /// Node names of the in-sync replicas.
+    pub isr: Vec<String>,
+    /// Node names of the replicas.
+    pub replicas: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// The broker client. Cheap to share behind an `Arc`; it keeps a leader cache.
+pub struct BrokerClient {
+    http: reqwest::Client,
+    config: ClientConfig,
+    /// Last known leader per key, so most requests go straight to the leader; cleared on
+    /// NOT_LEADER_OR_FOLLOWER and refreshed from metadata.
+    leaders: Mutex<HashMap<Key, String>>,
+}
+
+/// Maps a broker id or name from metadata to our node name: `3`, `"3"` and `"n3"` all mean
+/// node `n3` (the cluster starts node `nK` with `broker.id=K`).
+pub fn node_name(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => n.as_i64().filter(|id| *id >= 0).map(|id| format!("n{id}")),
+        Value::String(s) if s.parse::<i64>().is_ok() => Some(format!("n{s}")),
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// Parses `GET /v1/metadata` leniently: `{"topics": [{"name", "partitions": [{"partition",
+/// "leader", "leader_epoch", "replicas", "isr"}]}]}`; a leader of -1 or null means none.
+pub fn parse_metadata(body: &Value) -> Vec<PartitionMeta> {
+    let mut out = Vec::new();
+    let topics: Vec<&Value> = match body.get("topics") {
+        Some(Value::Array(a)) => a.iter().collect(),
+        Some(Value::Object(m)) => m.values().collect(),
+        _ => Vec::new(),
+    };
+    for topic in topics {
+        let Some(name) = topic
+            .get("name")
+            .or_else(|| topic.get("topic"))
+            .and_then(Value::as_str)
+        else {
+            continue;
+        };
+        for p in topic
+            .get("partitions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(index) = p.get("partition").and_then(Value::as_u64) else {
+                continue;
+            };
+            let names = |field: &str| -> Vec<String> {
+                p.get(field)
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(node_name).collect())
+                    .unwrap_or_default()
+            };
+            out.push(PartitionMeta {
+                key: format!("{name}/{index}"),
+                leader: p.get("leader").and_then(node_name),
+                leader_epoch: p.get("leader_epoch").and_then(Value::as_i64),
+                isr: names("isr"),
+                replicas: names("replicas"),
+            });
+        }
+    }
+    out
+}
+
+/// Splits `t0/3` into (`t0`, 3).
+pub fn split_key(key: &str) -> Option<(&str, u32)> {
+    let (topic, p) = key.rsplit_once('/')?;
+    Some((topic, p.parse().ok()?))
+}
+
+impl BrokerClient {
+    /// A client for the given nodes.
+    pub fn new(config: ClientConfig) -> BrokerClient {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(config.request_timeout_ms))
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .pool_max_idle_per_host(64)
+            .build()
+            .expect("reqwest client without TLS builds");
+        BrokerClient {
+            http,
+            config,
+            leaders: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The client's settings.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    fn url(&self, node: &str) -> Result<&str, ClientError> {
+        self.config
+            .nodes
+            .get(node)
+            .map(String::as_str)
+            .ok_or_else(|| ClientError {
+                cause: ErrorCause::NoLeader,
+                node: Some(node.to_string()),
+                message: format!("metadata names node {node}, which the harness does not know"),
+            })
+    }
+
+    /// Sends one request to a node and returns the JSON body of a 2xx answer.
+    async fn call(&self, node: &str, req: reqwest::RequestBuilder) -> Result<Value, ClientError> {
+        let err = |cause, message: String| ClientError {
+            cause,
+            node: Some(node.to_string()),
+            message,
+        };
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => return Err(err(ErrorCause::Connect, e.to_string())),
+            Err(e) if e.is_timeout() => return Err(err(ErrorCause::Timeout, e.to_string())),
+            Err(e) => return Err(err(ErrorCause::Transport, e.to_string())),
+        };
+        let status = resp.status().as_u16();
+        let bytes = match resp.bytes().await {
+            Ok(b) => b,
+            Err(e) if e.is_timeout() => return Err(err(ErrorCause::Timeout, e.to_string())),
+            Err(e) => return Err(err(ErrorCause::Transport, e.to_string())),
+        };
+        if (200..300).contains(&status) {
+            return serde_json::from_slice(&bytes)
+                .map_err(|e| err(ErrorCause::Transport, format!("bad JSON body: {e}")));
+        }
+        match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(b) => Err(err(
+                ErrorCause::Broker {
+                    name: b.error,
+                    status,
+                },
+                b.message,
+            )),
+            // A 5xx without our error body (a proxy, a crash mid-response) may have applied.
+            Err(_) => Err(err(
+                ErrorCause::Broker {
+                    name: format!("HTTP_{status}"),
+                    status,
+                },
+                String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+            )),
+        }
+    }
+
+    /// `GET /v1/metadata` from the first node that answers, starting at a rotating node so
+    /// that one dead node does not slow every refresh.
+    pub async fn metadata(&self) -> Result<(Vec<PartitionMeta>, Value), ClientError> {
+        let mut last = None;
+        for (node, url) in &self.config.nodes {
+            match self
+                .call(node, self.http.get(format!("{url}/v1/metadata")))
+                .await
+            {
+                Ok(body) => return Ok((parse_metadata(&body), body)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(ClientError {
+            cause: ErrorCause::NoLeader,
+            node: None,
+            message: "no nodes configured".into(),
+        }))
+    }
+
+    /// Refreshes the leader cache from metadata.
+    pub async fn refresh_leaders(&self) -> Result<Vec<PartitionMeta>, ClientError> {
+        let (parts, _) = self.metadata().await?;
+        let mut leaders = self.leaders.lock().expect("leader cache lock");
+        leaders.clear();
+        for p in &parts {
+            if let Some(l) = &p.leader {
+                leaders.insert(p.key.clone(), l.clone());
+            }
+        }
+        Ok(parts)
+    }
+
+    fn cached_leader(&self, key: &str) -> Option<String> {
+        self.leaders
+            .lock()
+            .expect("leader cache lock")
+            .get(key)
+            .cloned()
+    }
+
+    fn forget_leader(&self, key: &str) {
+        self.leaders.lock().expect("leader cache lock").remove(key);
+    }
+
+    async fn leader(&self, key: &str) -> Result<String, ClientError> {
+        if let Some(l) = self.cached_leader(key) {
+            return Ok(l);
+        }
+        self.refresh_leaders().await?;
+        self.cached_leader(key).ok_or_else(|| ClientError {
+            cause: ErrorCause::NoLeader,
+            node: None,
+            message: format!("metadata has no leader for {key}"),
+        })
+    }
+
+    /// Runs `attempt` against the leader of `key`, retrying after certain, leader-related
+    /// failures at most `config.retries` times.
+    async fn with_leader<T, F, Fut>(&self, key: &str, mut attempt: F) -> Result<T, ClientError>
+    where
+        F: FnMut(String, String) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let retries = self.config.retries.min(RETRIES_MAX);
+        let mut tries = 0;
+        loop {
+            let result = match self.leader(key).await {
+                Ok(node) => match self.url(&node) {
+                    Ok(url) => attempt(node.clone(), url.to_string()).await,
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            match result {
+                Err(e) if retryable(&e.cause) && tries < retries => {
+                    tries += 1;
+                    self.forget_leader(key);
+                    tokio::time::sleep(Duration::from_millis(self.config.retry_backoff_ms)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Produces one record with an integer value (sent as a JSON string) to `key`.
+    pub async fn send(&self, key: &str, value: i64, acks: &str) -> Outcome<Sent> {
+        let Some((topic, partition)) = split_key(key) else {
+            return Outcome::Fail(ClientError {
+                cause: ErrorCause::NoLeader,
+                node: None,
+                message: format!("bad key {key}"),
+            });
+        };
+        let body = json!({
+            "acks": acks,
+            "timeout_ms": self.config.produce_timeout_ms,
+            "records": [{"key": null, "value": value.to_string()}],
+        });
+        let result = self
+            .with_leader(key, |node, url| {
+                let req = self
+                    .http
+                    .post(format!(
+                        "{url}/v1/topics/{topic}/partitions/{partition}/records"
+                    ))
+                    .json(&body);
+                async move {
+                    let v = self.call(&node, req).await?;
+                    let offset = v
+                        .get("offsets")
+                        .and_then(|o| o.get(0))
+                        .and_then(Value::as_u64)
+                        .or_else(|| v.get("base_offset").and_then(Value::as_u64));
+                    Ok(Sent {
+                        offset,
+                        high_watermark: v.get("high_watermark").and_then(Value::as_u64),
+                        node,
+                    })
+                }
+            })
+            .await;
+        match result {
+            Ok(s) => Outcome::Ok(s),
+            Err(e) => match send_certainty(&e.cause) {
+                Certainty::Fail => Outcome::Fail(e),
+                Certainty::Info => Outcome::Info(e),
+            },
+        }
+    }
+
+    /// Fetches committed records of `key` from `offset` (long-polling up to `max_wait_ms`).
+    pub async fn fetch(&self, key: &str, offset: u64, max_wait_ms: u64) -> Outcome<Fetched> {
+        let Some((topic, partition)) = split_key(key) else {
+            return Outcome::Fail(ClientError {
+                cause: ErrorCause::NoLeader,
+                node: None,
+                message: format!("bad key {key}"),
+            });
+        };
+        let result = self
+            .with_leader(key, |node, url| {
+                let req = self.http.get(format!(
+                    "{url}/v1/topics/{topic}/partitions/{partition}/records\
+                     ?offset={offset}&max_wait_ms={max_wait_ms}&max_bytes=1048576&isolation=committed"
+                ));
+                async move {
+                    let v = self.call(&node, req).await?;
+                    Ok(parse_fetch(&v, offset, node))
+                }
+            })
+            .await;
+        match result {
+            Ok(f) => Outcome::Ok(f),
+            Err(e) => match read_certainty(&e.cause) {
+                Certainty::Fail => Outcome::Fail(e),
+                Certainty::Info => Outcome::Info(e),
+            },
+        }
+    }
+
+    /// `GET .../offsets?spec=earliest|latest` from the leader of `key`.
+    pub async fn list_offset(&self, key: &str, spec: &str) -> Result<u64, ClientError> {
+        let Some((topic, partition)) = split_key(key) else {
+            return Err(ClientError {
+                cause: ErrorCause::NoLeader,
+                node: None,
+                message: format!("bad key {key}"),
+            });
+        };
+        self.with_leader(key, |node, url| {
+            let req = self.http.get(format!(
+                "{url}/v1/topics/{topic}/partitions/{partition}/offsets?spec={spec}"
+            ));
+            async move {
+                let v = self.call(&node, req).await?;
+                v.get("offset").and_then(Value::as_u64).ok_or(ClientError {
+                    cause: ErrorCause::Transport,
+                    node: Some(node),
+                    message: format!("list offsets answered without an offset: {v}"),
+                })
+            }
+        })
+        .await
+    }
+
+    /// `POST /v1/topics` on any node; `TOPIC_ALREADY_EXISTS` counts as success so setup can
+    /// be retried.
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        replication_factor: u32,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), ClientError> {
+        let body = json!({
+            "name": name,
+            "partitions": partitions,
+            "replication_factor": replication_factor,
+            "configs": configs,
+        });
+        let mut last = None;
+        for (node, url) in &self.config.nodes {
+            let req = self.http.post(format!("{url}/v1/topics")).json(&body);
+            match self.call(node, req).await {
+                Ok(_) => return Ok(()),
+                Err(ClientError {
+                    cause: ErrorCause::Broker { name, .. },
+                    ..
+                }) if name == "TOPIC_ALREADY_EXISTS" => return Ok(()),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(ClientError {
+            cause: ErrorCause::NoLeader,
+            node: None,
+            message: "no nodes configured".into(),
+        }))
+    }
+
+    /// `GET /v1/status` of one node, unparsed.
+    pub async fn status(&self, node: &str) -> Result<Value, ClientError> {
+        let url = self.url(node)?;
+        self.call(node, self.http.get(format!("{url}/v1/status")))
+            .await
+    }
+}
+
+/// Parses a fetch answer; `requested` is the offset asked for.
+pub fn parse_fetch(v: &Value, requested: u64, node: String) -> Fetched {
+    let mut records = Vec::new();
+    let mut foreign_values = 0;
+    let mut next_offset = requested;
+    for r in v
+        .get("records")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(offset) = r.get("offset").and_then(Value::as_u64) else {
+            foreign_values += 1;
+            continue;
+        };
+        next_offset = next_offset.max(offset + 1);
+        let value = match r.get("value") {
+            Some(Value::String(s)) => s.parse::<i64>().ok(),
+            Some(Value::Number(n)) => n.as_i64(),
+            _ => None,
+        };
+        match value {
+            Some(x) => records.push((offset, x)),
+            None => foreign_values += 1,
+        }
+    }
+    Fetched {
+        records,
+        next_offset,
+        high_watermark: v.get("high_watermark").and_then(Value::as_u64),
+        log_start_offset: v.get("log_start_offset").and_then(Value::as_u64),
+        foreign_values,
+        node,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker(name: &str) -> ErrorCause {
+        ErrorCause::Broker {
+            name: name.into(),
+            status: 503,
+        }
+    }
+
+    #[test]
+    fn send_errors_before_append_are_certain() {
+        assert_eq!(
+            send_certainty(&broker("NOT_ENOUGH_REPLICAS")),
+            Certainty::Fail
+        );
+        assert_eq!(
+            send_certainty(&broker("NOT_LEADER_OR_FOLLOWER")),
+            Certainty::Fail
+        );
+        assert_eq!(send_certainty(&ErrorCause::Connect), Certainty::Fail);
+        assert_eq!(send_certainty(&ErrorCause::NoLeader), Certainty::Fail);
+    }
+
+    #[test]
+    fn send_errors_after_a_possible_append_are_indeterminate() {
+        assert_eq!(
+            send_certainty(&broker("NOT_ENOUGH_REPLICAS_AFTER_APPEND")),
+            Certainty::Info
+        );
+        assert_eq!(
+            send_certainty(&broker("REQUEST_TIMED_OUT")),
+            Certainty::Info
+        );
+        assert_eq!(send_certainty(&broker("SOMETHING_NEW")), Certainty::Info);
+        assert_eq!(send_certainty(&ErrorCause::Timeout), Certainty::Info);
+        assert_eq!(send_certainty(&ErrorCause::Transport), Certainty::Info);
+    }
+
+    #[test]
+    fn failed_reads_are_always_fail() {
+        assert_eq!(read_certainty(&ErrorCause::Timeout), Certainty::Fail);
+        assert_eq!(
+            read_certainty(&broker("OFFSET_OUT_OF_RANGE")),
+            Certainty::Fail
+        );
+    }
+
+    #[test]
+    fn only_leader_and_connect_failures_are_retried() {
+        assert!(retryable(&broker("NOT_LEADER_OR_FOLLOWER")));
+        assert!(retryable(&ErrorCause::Connect));
+        assert!(!retryable(&broker("NOT_ENOUGH_REPLICAS")));
+        assert!(!retryable(&ErrorCause::Timeout));
+    }
+
+    #[test]
+    fn metadata_maps_broker_ids_to_node_names() {
+        let body = json!({"topics": [{"name": "t0", "partitions": [
+            {"partition": 0, "leader": 2, "leader_epoch": 4, "replicas": [1, 2, 3], "isr": [2, 3]},
+            {"partition": 1, "leader": -1, "leader_epoch": 1, "replicas": ["n1"], "isr": []},
+        ]}]});
+        let parts = parse_metadata(&body);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].key, "t0/0");
+        assert_eq!(parts[0].leader.as_deref(), Some("n2"));
+        assert_eq!(parts[0].isr, vec!["n2", "n3"]);
+        assert_eq!(parts[0].leader_epoch, Some(4));
+        assert_eq!(parts[1].leader, None);
+        assert_eq!(parts[1].replicas, vec!["n1"]);
+    }
+
+    #[test]
+    fn fetch_parses_integer_values_and_advances_past_the_last_record() {
+        let body = json!({"records": [
+            {"offset": 16, "key": null, "value": "903"},
+            {"offset": 17, "key": null, "value": "hello"},
+        ], "high_watermark": 18, "log_start_offset": 0});
+        let f = parse_fetch(&body, 16, "n1".into());
+        assert_eq!(f.records, vec![(16, 903)]);
+        assert_eq!(f.foreign_values, 1);
+        assert_eq!(f.next_offset, 18);
+        assert_eq!(f.high_watermark, Some(18));
+        let empty = parse_fetch(&json!({"records": []}), 5, "n1".into());
+        assert_eq!(empty.next_offset, 5);
+    }
+
+    #[tokio::test]
+    async fn refused_connection_is_a_certain_failure_naming_the_node() {
+        // Bind then drop a listener so the port is (very likely) closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut nodes = BTreeMap::new();
+        nodes.insert("n1".to_string(), format!("http://127.0.0.1:{port}"));
+        let client = BrokerClient::new(ClientConfig {
+            retries: 0,
+            ..ClientConfig::new(nodes)
+        });
+        client
+            .leaders
+            .lock()
+            .unwrap()
+            .insert("t0/0".into(), "n1".into());
+        match client.send("t0/0", 1, "all").await {
+            Outcome::Fail(e) => {
+                assert_eq!(e.cause, ErrorCause::Connect);
+                assert_eq!(e.node.as_deref(), Some("n1"));
+            }
+            other => panic!("expected fail, got {other:?}"),
+        }
+    }
+}
