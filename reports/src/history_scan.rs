@@ -1,0 +1,436 @@
+//! One streaming pass over `history.jsonl` that gathers everything a report draws.
+//!
+//! A history can hold millions of operations, so it is never loaded whole: each line is
+//! parsed into a light view of [`Op`] (the micro-op values are skipped), and only what the
+//! plots and tables need is kept: per-op latency, observed high watermarks, the nemesis ops,
+//! and the raw lines of the ops that the checkers' examples refer to.
+
+use crate::error::ReportError;
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use tidewater_workloads::history::{Op, OpType, Process};
+
+/// Nemesis ops beyond this many are not kept (a nemesis acts every few seconds).
+pub const NEMESIS_OPS_MAX: usize = 100_000;
+
+/// High-watermark regressions beyond this many are counted but not kept for drawing.
+pub const HW_REGRESSIONS_KEPT_MAX: usize = 100_000;
+
+/// How a client operation completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Outcome {
+    /// It took effect.
+    Ok,
+    /// It certainly had no effect.
+    Fail,
+    /// Indeterminate.
+    Info,
+}
+
+impl Outcome {
+    /// All outcomes in display order.
+    pub const ALL: [Outcome; 3] = [Outcome::Ok, Outcome::Fail, Outcome::Info];
+
+    /// "ok", "fail" or "info".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Fail => "fail",
+            Outcome::Info => "info",
+        }
+    }
+
+    fn of(kind: OpType) -> Option<Outcome> {
+        match kind {
+            OpType::Invoke => None,
+            OpType::Ok => Some(Outcome::Ok),
+            OpType::Fail => Some(Outcome::Fail),
+            OpType::Info => Some(Outcome::Info),
+        }
+    }
+}
+
+/// One completed client operation, for the latency and throughput plots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatencyPoint {
+    /// When it was invoked, ns since the test started (Jepsen plots latency at invoke time).
+    pub invoke_ns: u64,
+    /// Completion time minus invoke time.
+    pub latency_ns: u64,
+}
+
+/// An ok op that observed a lower high watermark for a key than an ok op that had completed
+/// before it was invoked (the `hw-regression` definition of docs/checkers.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HwRegression {
+    /// The topic-partition.
+    pub key: String,
+    /// Index of the completion that observed the lower watermark.
+    pub index: u64,
+    /// Its completion time, ns.
+    pub time_ns: u64,
+    /// The watermark it observed.
+    pub hw: u64,
+    /// The higher watermark observed earlier.
+    pub prior_hw: u64,
+    /// Index of the completion that observed `prior_hw`.
+    pub prior_index: u64,
+}
+
+/// The high watermarks observed for one key by ok completions.
+#[derive(Debug, Clone, Default)]
+pub struct KeyWatermarks {
+    /// (completion time ns, observed HW), in history order.
+    pub points: Vec<(u64, u64)>,
+    /// (completion index, highest HW observed up to it, index of the op that observed that
+    /// highest HW), in history order: a binary search by invoke index finds what had been
+    /// observed before an op started.
+    running_max: Vec<(u64, u64, u64)>,
+}
+
+impl KeyWatermarks {
+    /// The highest watermark observed by a completion with index below `index`, and the
+    /// index of the op that observed it.
+    fn max_before(&self, index: u64) -> Option<(u64, u64)> {
+        let n = self.running_max.partition_point(|(i, _, _)| *i < index);
+        n.checked_sub(1)
+            .map(|at| (self.running_max[at].1, self.running_max[at].2))
+    }
+
+    fn push(&mut self, index: u64, time_ns: u64, hw: u64) {
+        self.points.push((time_ns, hw));
+        let (max, at) = match self.running_max.last() {
+            Some(&(_, max, at)) if max >= hw => (max, at),
+            _ => (hw, index),
+        };
+        self.running_max.push((index, max, at));
+    }
+}
+
+/// What one pass over a history found.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryScan {
+    /// Number of history lines (invocations and completions).
+    pub lines: u64,
+    /// The latest time in the history, ns.
+    pub time_max_ns: u64,
+    /// Completed client ops by function and outcome.
+    pub latencies: BTreeMap<(String, Outcome), Vec<LatencyPoint>>,
+    /// Invocations without a completion, by function.
+    pub open: BTreeMap<String, u64>,
+    /// High watermarks observed by ok completions, by key.
+    pub watermarks: BTreeMap<String, KeyWatermarks>,
+    /// High-watermark regressions (the first [`HW_REGRESSIONS_KEPT_MAX`]).
+    pub hw_regressions: Vec<HwRegression>,
+    /// All high-watermark regressions, also those not kept.
+    pub hw_regressions_count: u64,
+    /// The nemesis ops, whole.
+    pub nemesis: Vec<Op>,
+    /// Raw lines of the ops asked for (and of their invocations), by index.
+    pub referenced: BTreeMap<u64, String>,
+    /// Problems that did not stop the scan.
+    pub warnings: Vec<String>,
+}
+
+impl HistoryScan {
+    /// Number of completed ops of `f` with `outcome`.
+    pub fn count(&self, f: &str, outcome: Outcome) -> u64 {
+        self.latencies
+            .get(&(f.to_string(), outcome))
+            .map_or(0, |v| v.len() as u64)
+    }
+
+    /// The client functions seen, in order.
+    pub fn functions(&self) -> BTreeSet<String> {
+        let mut fs: BTreeSet<String> = self.latencies.keys().map(|(f, _)| f.clone()).collect();
+        fs.extend(self.open.keys().cloned());
+        fs
+    }
+}
+
+/// The fields of an [`Op`] the scan needs; micro-op values are skipped unparsed.
+#[derive(Deserialize)]
+struct OpView<'a> {
+    index: u64,
+    time: u64,
+    process: Process,
+    #[serde(rename = "type")]
+    kind: OpType,
+    #[serde(borrow)]
+    f: Cow<'a, str>,
+    #[serde(default)]
+    high_watermarks: Option<BTreeMap<Cow<'a, str>, u64>>,
+}
+
+/// The invocation a client process is waiting on.
+struct Pending {
+    index: u64,
+    time: u64,
+    f: String,
+    /// The raw invoke line, kept in case the completion is referenced by an example.
+    raw: String,
+}
+
+/// Streams `path`, keeping the raw lines of the op indexes in `wanted`. A missing history is
+/// an empty scan with a warning; a malformed line is an error unless it is the torn last
+/// line of a killed run.
+pub fn scan_history(path: &Path, wanted: &BTreeSet<u64>) -> Result<HistoryScan, ReportError> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut scan = HistoryScan::default();
+            scan.warnings.push(format!("{} is missing", path.display()));
+            return Ok(scan);
+        }
+        Err(e) => return Err(ReportError::io(path, e)),
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut scanner = Scanner {
+        scan: HistoryScan::default(),
+        pending: HashMap::new(),
+        wanted,
+    };
+    let mut line = String::new();
+    let mut line_number = 0u64;
+    let mut torn: Option<String> = None;
+    loop {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .map_err(|e| ReportError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        line_number += 1;
+        if let Some(message) = torn.take() {
+            return Err(ReportError::format(path, message));
+        }
+        let text = line.trim_end();
+        if text.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<OpView>(text) {
+            Ok(op) => scanner
+                .add(op, text)
+                .map_err(|m| ReportError::format(path, m))?,
+            Err(e) => torn = Some(format!("line {line_number}: {e}")),
+        }
+    }
+    let mut scan = scanner.finish();
+    if let Some(message) = torn {
+        scan.warnings
+            .push(format!("ignored a torn last history line ({message})"));
+    }
+    Ok(scan)
+}
+
+struct Scanner<'w> {
+    scan: HistoryScan,
+    pending: HashMap<Process, Pending>,
+    wanted: &'w BTreeSet<u64>,
+}
+
+impl Scanner<'_> {
+    fn add(&mut self, op: OpView, raw: &str) -> Result<(), String> {
+        let scan = &mut self.scan;
+        scan.lines += 1;
+        scan.time_max_ns = scan.time_max_ns.max(op.time);
+        if self.wanted.contains(&op.index) {
+            scan.referenced.insert(op.index, raw.to_string());
+        }
+        if op.process == Process::Nemesis {
+            if scan.nemesis.len() < NEMESIS_OPS_MAX {
+                let whole: Op = serde_json::from_str(raw)
+                    .map_err(|e| format!("nemesis op {}: {e}", op.index))?;
+                scan.nemesis.push(whole);
+            }
+            return Ok(());
+        }
+        let Some(outcome) = Outcome::of(op.kind) else {
+            self.invoke(op, raw);
+            return Ok(());
+        };
+        let Some(invoke) = self.pending.remove(&op.process) else {
+            // A completion without invocation: count it, but it has no latency to draw.
+            return Ok(());
+        };
+        if self.wanted.contains(&op.index) {
+            scan.referenced.insert(invoke.index, invoke.raw);
+        }
+        let point = LatencyPoint {
+            invoke_ns: invoke.time,
+            latency_ns: op.time.saturating_sub(invoke.time),
+        };
+        scan.latencies
+            .entry((invoke.f, outcome))
+            .or_default()
+            .push(point);
+        if outcome == Outcome::Ok {
+            if let Some(hws) = op.high_watermarks {
+                for (key, hw) in hws {
+                    observe_hw(scan, &key, invoke.index, op.index, op.time, hw);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn invoke(&mut self, op: OpView, raw: &str) {
+        // Reuse the previous invocation's buffers of this process: no allocation per op.
+        let entry = self.pending.entry(op.process).or_insert_with(|| Pending {
+            index: 0,
+            time: 0,
+            f: String::new(),
+            raw: String::new(),
+        });
+        if !entry.f.is_empty() && entry.index != op.index {
+            // The previous invocation never completed; Jepsen forbids this, count it as open.
+            *self.scan.open.entry(entry.f.clone()).or_default() += 1;
+        }
+        entry.index = op.index;
+        entry.time = op.time;
+        entry.f.clear();
+        entry.f.push_str(&op.f);
+        entry.raw.clear();
+        entry.raw.push_str(raw);
+    }
+
+    fn finish(mut self) -> HistoryScan {
+        for (_, p) in self.pending.drain() {
+            if !p.f.is_empty() {
+                *self.scan.open.entry(p.f).or_default() += 1;
+            }
+        }
+        self.scan
+    }
+}
+
+/// Records one observed watermark and checks it against those observed before the op began.
+fn observe_hw(
+    scan: &mut HistoryScan,
+    key: &str,
+    invoke_index: u64,
+    index: u64,
+    time: u64,
+    hw: u64,
+) {
+    let marks = match scan.watermarks.get_mut(key) {
+        Some(m) => m,
+        None => scan.watermarks.entry(key.to_string()).or_default(),
+    };
+    if let Some((prior_hw, prior_index)) = marks.max_before(invoke_index) {
+        if hw < prior_hw {
+            scan.hw_regressions_count += 1;
+            if scan.hw_regressions.len() < HW_REGRESSIONS_KEPT_MAX {
+                scan.hw_regressions.push(HwRegression {
+                    key: key.to_string(),
+                    index,
+                    time_ns: time,
+                    hw,
+                    prior_hw,
+                    prior_index,
+                });
+            }
+        }
+    }
+    marks.push(index, time, hw);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_lines(lines: &[&str], wanted: &[u64]) -> HistoryScan {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        scan_history(&path, &wanted.iter().copied().collect()).unwrap()
+    }
+
+    #[test]
+    fn pairs_invocations_with_completions_per_process() {
+        let scan = scan_lines(
+            &[
+                r#"{"index":0,"time":100,"process":1,"type":"invoke","f":"send","value":[["send","t/0",1]]}"#,
+                r#"{"index":1,"time":150,"process":2,"type":"invoke","f":"poll","value":[["poll"]]}"#,
+                r#"{"index":2,"time":400,"process":1,"type":"ok","f":"send","value":[["send","t/0",[0,1]]]}"#,
+                r#"{"index":3,"time":900,"process":2,"type":"info","f":"poll","value":[["poll"]]}"#,
+                r#"{"index":4,"time":950,"process":3,"type":"invoke","f":"send","value":[["send","t/0",2]]}"#,
+            ],
+            &[2],
+        );
+        assert_eq!(scan.lines, 5);
+        assert_eq!(scan.time_max_ns, 950);
+        assert_eq!(
+            scan.latencies[&("send".to_string(), Outcome::Ok)],
+            vec![LatencyPoint {
+                invoke_ns: 100,
+                latency_ns: 300
+            }]
+        );
+        assert_eq!(
+            scan.latencies[&("poll".to_string(), Outcome::Info)],
+            vec![LatencyPoint {
+                invoke_ns: 150,
+                latency_ns: 750
+            }]
+        );
+        assert_eq!(scan.open["send"], 1);
+        // The referenced completion brings its invocation along.
+        assert_eq!(
+            scan.referenced.keys().copied().collect::<Vec<_>>(),
+            vec![0, 2]
+        );
+    }
+
+    #[test]
+    fn a_lower_watermark_after_a_completed_higher_one_is_a_regression() {
+        let scan = scan_lines(
+            &[
+                r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"poll","value":[["poll"]]}"#,
+                r#"{"index":1,"time":2,"process":2,"type":"invoke","f":"poll","value":[["poll"]]}"#,
+                r#"{"index":2,"time":3,"process":1,"type":"ok","f":"poll","value":[["poll",{}]],"high_watermarks":{"t/0":10}}"#,
+                // Concurrent with op 2 (invoked before 2 completed): lower is allowed.
+                r#"{"index":3,"time":4,"process":2,"type":"ok","f":"poll","value":[["poll",{}]],"high_watermarks":{"t/0":8}}"#,
+                r#"{"index":4,"time":5,"process":1,"type":"invoke","f":"poll","value":[["poll"]]}"#,
+                r#"{"index":5,"time":6,"process":1,"type":"ok","f":"poll","value":[["poll",{}]],"high_watermarks":{"t/0":7}}"#,
+                r#"{"index":6,"time":7,"process":"nemesis","type":"info","f":"start-kill","value":["n1"]}"#,
+            ],
+            &[],
+        );
+        assert_eq!(scan.watermarks["t/0"].points, vec![(3, 10), (4, 8), (6, 7)]);
+        assert_eq!(scan.hw_regressions_count, 1);
+        assert_eq!(
+            scan.hw_regressions[0],
+            HwRegression {
+                key: "t/0".into(),
+                index: 5,
+                time_ns: 6,
+                hw: 7,
+                prior_hw: 10,
+                prior_index: 2
+            }
+        );
+        assert_eq!(scan.nemesis.len(), 1);
+        assert_eq!(scan.nemesis[0].f, "start-kill");
+    }
+
+    #[test]
+    fn a_torn_last_line_is_a_warning_but_a_torn_middle_line_is_an_error() {
+        let good =
+            r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"poll","value":[["poll"]]}"#;
+        let scan = scan_lines(&[good, r#"{"index":1,"ti"#], &[]);
+        assert_eq!(scan.lines, 1);
+        assert_eq!(scan.warnings.len(), 1, "{:?}", scan.warnings);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        std::fs::write(&path, format!("{{\"index\":0,\"ti\n{good}\n")).unwrap();
+        let err = scan_history(&path, &BTreeSet::new()).unwrap_err();
+        assert!(err.to_string().contains("line 1"), "{err}");
+    }
+}

@@ -1,0 +1,312 @@
+//! `store/index.html`: every run of the store, newest first, and per matrix cell the verdicts
+//! of its recent runs as a trend.
+//!
+//! A run is a directory `store/<name>/<timestamp>/` holding at least one of config.json,
+//! results.json or history.jsonl. Symbolic links (`store/latest`) are not followed, so no run
+//! is listed twice.
+
+use crate::error::ReportError;
+use crate::html::{esc, page, verdict_badge, verdict_class};
+use crate::run_dir::{
+    display_value, read_json_opt, CONFIG_FILE, HISTORY_FILE, REPORT_FILE, RESULTS_FILE,
+};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use tidewater_workloads::results::{CheckResults, Validity};
+
+/// Runs listed in the index at most (the newest); older runs stay on disk.
+pub const INDEX_RUNS_MAX: usize = 5000;
+/// Runs shown in each matrix cell's trend.
+pub const TREND_RUNS_MAX: usize = 30;
+/// The index's file name.
+pub const INDEX_FILE: &str = "index.html";
+
+/// What the index shows of one run.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// The run directory relative to the store, `<name>/<timestamp>`.
+    pub rel: String,
+    /// The test name.
+    pub name: String,
+    /// The timestamp directory name.
+    pub timestamp: String,
+    /// config.json (`Null` when absent).
+    pub config: Value,
+    /// results.json, when the run was checked.
+    pub results: Option<CheckResults>,
+    /// Why results.json could not be read, when it exists but is malformed.
+    pub results_error: Option<String>,
+    /// Whether report.html exists.
+    pub has_report: bool,
+}
+
+impl RunSummary {
+    /// Reads the summary of the run in `dir`; `rel` is its path relative to the store.
+    pub fn read(dir: &Path, rel: String) -> Result<RunSummary, ReportError> {
+        let config = match read_json_opt(&dir.join(CONFIG_FILE)) {
+            Ok(v) => v.unwrap_or(Value::Null),
+            // One broken config must not hide the whole store.
+            Err(_) => Value::Null,
+        };
+        let (results, results_error) = match read_json_opt(&dir.join(RESULTS_FILE)) {
+            Ok(Some(v)) => match serde_json::from_value::<CheckResults>(v) {
+                Ok(r) => (Some(r), None),
+                Err(e) => (None, Some(e.to_string())),
+            },
+            Ok(None) => (None, None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let mut parts = rel.rsplitn(2, '/');
+        let timestamp = parts.next().unwrap_or_default().to_string();
+        let dir_name = parts.next().unwrap_or_default().to_string();
+        let name = config
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or(dir_name);
+        Ok(RunSummary {
+            dir: dir.to_path_buf(),
+            rel,
+            name,
+            timestamp,
+            has_report: dir.join(REPORT_FILE).is_file(),
+            config,
+            results,
+            results_error,
+        })
+    }
+
+    /// The verdict, `None` when not checked.
+    pub fn verdict(&self) -> Option<Validity> {
+        self.results.as_ref().map(|r| r.valid)
+    }
+
+    /// The matrix cell label, when the run belongs to a matrix.
+    pub fn matrix_cell(&self) -> Option<&str> {
+        self.config.get("matrix_cell").and_then(Value::as_str)
+    }
+
+    /// One line of settings: acks, nemesis, then the broker/topic settings.
+    pub fn settings_summary(&self) -> String {
+        let mut parts = Vec::new();
+        for key in ["acks", "nemesis"] {
+            let v = display_value(self.config.get(key));
+            if !v.is_empty() {
+                parts.push(format!("{key}={v}"));
+            }
+        }
+        if let Some(settings) = self.config.get("settings").and_then(Value::as_object) {
+            parts.extend(
+                settings
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", display_value(Some(v)))),
+            );
+        }
+        parts.join(", ")
+    }
+}
+
+/// Percent-encodes a relative path for an href (keeps `/`).
+pub fn href(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+fn is_run_dir(dir: &Path) -> bool {
+    [CONFIG_FILE, RESULTS_FILE, HISTORY_FILE]
+        .iter()
+        .any(|f| dir.join(f).is_file())
+}
+
+/// Real (non-symlink) subdirectories of `dir`, not hidden, by name.
+fn subdirs(dir: &Path) -> Result<Vec<(String, PathBuf)>, ReportError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| ReportError::io(dir, e))? {
+        let entry = entry.map_err(|e| ReportError::io(dir, e))?;
+        let kind = entry
+            .file_type()
+            .map_err(|e| ReportError::io(entry.path(), e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if kind.is_dir() && !name.starts_with('.') {
+            out.push((name, entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Every run of the store, newest first (by timestamp directory name, then test name).
+pub fn list_runs(store_dir: &Path) -> Result<Vec<RunSummary>, ReportError> {
+    let mut runs = Vec::new();
+    for (name, test_dir) in subdirs(store_dir)? {
+        for (timestamp, run_dir) in subdirs(&test_dir)? {
+            if is_run_dir(&run_dir) {
+                runs.push(RunSummary::read(&run_dir, format!("{name}/{timestamp}"))?);
+            }
+        }
+    }
+    runs.sort_by(|a, b| {
+        b.timestamp
+            .cmp(&a.timestamp)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    Ok(runs)
+}
+
+/// Nonzero anomaly counts; violations in bold red.
+fn anomaly_counts(run: &RunSummary) -> String {
+    let Some(results) = &run.results else {
+        return match &run.results_error {
+            Some(e) => format!(
+                "<span class=\"muted\">unreadable results: {}</span>",
+                esc(e)
+            ),
+            None => String::new(),
+        };
+    };
+    let parts: Vec<String> = results
+        .anomalies
+        .iter()
+        .filter(|(_, a)| a.count > 0)
+        .map(|(name, a)| {
+            if a.violation {
+                format!(
+                    "<strong style=\"color:#c62828\">{} {}</strong>",
+                    esc(name),
+                    a.count
+                )
+            } else {
+                format!("{} {}", esc(name), a.count)
+            }
+        })
+        .collect();
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn run_link(run: &RunSummary, text: &str) -> String {
+    if run.has_report {
+        format!(
+            "<a href=\"{}/{REPORT_FILE}\">{}</a>",
+            href(&run.rel),
+            esc(text)
+        )
+    } else {
+        format!("<a href=\"{}/\">{}</a>", href(&run.rel), esc(text))
+    }
+}
+
+/// The trend of the recent runs of each matrix cell: oldest to newest, left to right.
+fn trends_section(runs: &[RunSummary]) -> String {
+    let mut cells: BTreeMap<&str, Vec<&RunSummary>> = BTreeMap::new();
+    for run in runs {
+        if let Some(cell) = run.matrix_cell() {
+            cells.entry(cell).or_default().push(run);
+        }
+    }
+    if cells.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<section id=\"trends\"><h2>Matrix cells</h2><p class=\"muted\">Recent runs of each \
+         cell, oldest to newest; each square links to its report.</p><table><tr><th>cell</th>\
+         <th>trend</th><th>latest</th><th class=\"num\">runs</th></tr>",
+    );
+    for (cell, cell_runs) in cells {
+        let recent: Vec<&&RunSummary> = cell_runs.iter().take(TREND_RUNS_MAX).collect();
+        let mut squares = String::new();
+        for run in recent.iter().rev() {
+            let verdict = run.verdict().map_or("not checked", Validity::as_str);
+            let target = if run.has_report {
+                format!("{}/{REPORT_FILE}", href(&run.rel))
+            } else {
+                format!("{}/", href(&run.rel))
+            };
+            let _ = write!(
+                squares,
+                "<a class=\"{}\" href=\"{target}\" title=\"{} {}\"></a>",
+                verdict_class(run.verdict()),
+                esc(&run.timestamp),
+                verdict
+            );
+        }
+        let _ = write!(
+            out,
+            "<tr><td><code>{}</code></td><td class=\"trend\">{squares}</td><td>{}</td>\
+             <td class=\"num\">{}</td></tr>",
+            esc(cell),
+            verdict_badge(cell_runs[0].verdict()),
+            cell_runs.len()
+        );
+    }
+    out.push_str("</table></section>");
+    out
+}
+
+/// The index page of the runs, as HTML.
+pub fn index_html(runs: &[RunSummary]) -> String {
+    let mut body = String::from("<h1>Tidewater runs</h1>");
+    let _ = write!(body, "<p class=\"muted\">{} runs.</p>", runs.len());
+    body.push_str(&trends_section(runs));
+    body.push_str(
+        "<section id=\"runs\"><h2>Runs</h2><table><tr><th>test</th><th>time</th><th>verdict</th>\
+         <th>anomalies</th><th>settings</th></tr>",
+    );
+    for run in runs.iter().take(INDEX_RUNS_MAX) {
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            esc(&run.name),
+            run_link(run, &run.timestamp),
+            verdict_badge(run.verdict()),
+            anomaly_counts(run),
+            esc(&run.settings_summary())
+        );
+    }
+    body.push_str("</table>");
+    if runs.len() > INDEX_RUNS_MAX {
+        let _ = write!(
+            body,
+            "<p class=\"muted\">Only the newest {INDEX_RUNS_MAX} runs are listed.</p>"
+        );
+    }
+    body.push_str("</section>");
+    page("Tidewater runs", &body)
+}
+
+/// Writes `store_dir/index.html` listing every run and returns its path.
+pub fn render_index(store_dir: &Path) -> Result<PathBuf, ReportError> {
+    let runs = list_runs(store_dir)?;
+    let path = store_dir.join(INDEX_FILE);
+    let tmp = store_dir.join(format!(".{INDEX_FILE}.tmp"));
+    std::fs::write(&tmp, index_html(&runs)).map_err(|e| ReportError::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| ReportError::io(&path, e))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hrefs_encode_everything_but_path_characters() {
+        assert_eq!(
+            href("my test/2026-11-30T23:00"),
+            "my%20test/2026-11-30T23%3A00"
+        );
+    }
+}

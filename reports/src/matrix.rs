@@ -1,0 +1,611 @@
+//! The comparison page of a settings matrix (`tidewater matrix`) and its JUnit XML.
+//!
+//! The harness runs every cell of the matrix (one combination of settings) some number of
+//! times and hands this module a [`MatrixInput`]: per cell its settings, its expectation and
+//! the run directories (or why a run errored). [`summarize_matrix`] reads each run's results
+//! and history and decides whether each expectation held; [`render_matrix`] writes the page
+//! and [`junit_xml`] the CI file. [`MatrixSummary::exit_code`] is what the CLI should exit
+//! with.
+
+use crate::error::ReportError;
+use crate::history_scan::{scan_history, Outcome};
+use crate::html::{esc, ms, page, verdict_badge};
+use crate::index::href;
+use crate::plots::{self, Bar};
+use crate::report::percentile;
+use crate::run_dir::RunFiles;
+use crate::run_dir::{HISTORY_FILE, REPORT_FILE};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+use std::path::{Component, Path, PathBuf};
+use tidewater_workloads::results::Validity;
+
+/// The comparison page's file name.
+pub const MATRIX_FILE: &str = "matrix.html";
+
+/// What the runs of a cell must show. Every bound that is set must hold for the cell to pass;
+/// an expectation with nothing set always holds (a cell that is only observed, such as
+/// acks=1, which may lose writes by design).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Expectation {
+    /// The expectation in words, shown on the page and in JUnit failures, e.g. "no lost
+    /// acknowledged write".
+    pub description: String,
+    /// Lost acknowledged writes allowed over all runs of the cell (`Some(0)`: none).
+    pub lost_writes_max: Option<u64>,
+    /// High-watermark regressions allowed over all runs of the cell.
+    pub hw_regressions_max: Option<u64>,
+    /// Anomalies that must not occur in any run (names as in results.json).
+    pub forbidden_anomalies: Vec<String>,
+    /// Lowest acceptable share of ok sends over all runs, 0.0 to 1.0.
+    pub availability_min: Option<f64>,
+    /// Every run's verdict must be valid.
+    pub all_valid: bool,
+}
+
+/// How one run of a cell ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// The run completed and its directory holds results.json and history.jsonl.
+    Completed(PathBuf),
+    /// The run could not complete (setup failed, the harness crashed, ...).
+    Errored {
+        /// Its directory, when one was created.
+        run_dir: Option<PathBuf>,
+        /// Why.
+        error: String,
+    },
+}
+
+/// One cell of the matrix as the harness ran it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellInput {
+    /// Unique label of the cell, e.g. `acks=all min.insync.replicas=2`.
+    pub label: String,
+    /// The settings that define the cell (axis name -> value).
+    pub settings: BTreeMap<String, String>,
+    /// What its runs must show.
+    pub expectation: Expectation,
+    /// Its runs, in the order they ran.
+    pub runs: Vec<RunOutcome>,
+}
+
+/// A whole matrix run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixInput {
+    /// The matrix's name (its file name without extension, for example `durability`).
+    pub title: String,
+    /// Every cell.
+    pub cells: Vec<CellInput>,
+}
+
+/// What one run contributed to its cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    /// The run directory, when there is one.
+    pub run_dir: Option<PathBuf>,
+    /// The verdict, `None` when the run errored or was not checked.
+    pub verdict: Option<Validity>,
+    /// Lost acknowledged writes (`lost-write` count).
+    pub lost_writes: u64,
+    /// High-watermark regressions (`hw-regression` count).
+    pub hw_regressions: u64,
+    /// Why the run errored.
+    pub error: Option<String>,
+}
+
+/// The figures of one cell and whether its expectation held.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellSummary {
+    /// The cell's label.
+    pub label: String,
+    /// Its settings.
+    pub settings: BTreeMap<String, String>,
+    /// Its expectation.
+    pub expectation: Expectation,
+    /// One row per run.
+    pub runs: Vec<RunRow>,
+    /// Runs that had at least one lost write.
+    pub runs_with_lost_writes: u64,
+    /// Lost acknowledged writes over all runs.
+    pub lost_writes_total: u64,
+    /// High-watermark regressions over all runs.
+    pub hw_regressions_total: u64,
+    /// Anomalies found (count > 0) in any run, with their total counts.
+    pub anomalies_total: BTreeMap<String, u64>,
+    /// Sends invoked over all runs.
+    pub sends_invoked: u64,
+    /// Sends acknowledged (ok) over all runs.
+    pub sends_ok: u64,
+    /// Median latency of ok sends over all runs, ns.
+    pub send_latency_p50_ns: Option<u64>,
+    /// 99th percentile latency of ok sends over all runs, ns.
+    pub send_latency_p99_ns: Option<u64>,
+    /// Why the expectation did not hold; empty when it held.
+    pub failures: Vec<String>,
+}
+
+impl CellSummary {
+    /// Share of ok sends among invoked sends, `None` without sends.
+    pub fn availability(&self) -> Option<f64> {
+        (self.sends_invoked > 0).then(|| self.sends_ok as f64 / self.sends_invoked as f64)
+    }
+
+    /// Runs that errored.
+    pub fn runs_errored(&self) -> usize {
+        self.runs.iter().filter(|r| r.error.is_some()).count()
+    }
+
+    /// True when every set bound of the expectation held.
+    pub fn expectation_held(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+/// The summary of every cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixSummary {
+    /// The matrix's name.
+    pub title: String,
+    /// One per cell, in input order.
+    pub cells: Vec<CellSummary>,
+}
+
+impl MatrixSummary {
+    /// True when every expectation held and no run errored.
+    pub fn passed(&self) -> bool {
+        self.cells
+            .iter()
+            .all(|c| c.expectation_held() && c.runs_errored() == 0)
+    }
+
+    /// The exit code for `tidewater matrix`: 0 when [`Self::passed`], 1 when an expectation
+    /// failed, 2 when runs errored but every expectation that could be checked held.
+    pub fn exit_code(&self) -> i32 {
+        if self.cells.iter().any(|c| !c.expectation_held()) {
+            1
+        } else if self.cells.iter().any(|c| c.runs_errored() > 0) {
+            2
+        } else {
+            0
+        }
+    }
+}
+
+/// Reads every run of every cell and evaluates the expectations.
+pub fn summarize_matrix(input: &MatrixInput) -> Result<MatrixSummary, ReportError> {
+    let cells = input
+        .cells
+        .iter()
+        .map(summarize_cell)
+        .collect::<Result<_, _>>()?;
+    Ok(MatrixSummary {
+        title: input.title.clone(),
+        cells,
+    })
+}
+
+fn summarize_cell(cell: &CellInput) -> Result<CellSummary, ReportError> {
+    let mut summary = CellSummary {
+        label: cell.label.clone(),
+        settings: cell.settings.clone(),
+        expectation: cell.expectation.clone(),
+        runs: Vec::new(),
+        runs_with_lost_writes: 0,
+        lost_writes_total: 0,
+        hw_regressions_total: 0,
+        anomalies_total: BTreeMap::new(),
+        sends_invoked: 0,
+        sends_ok: 0,
+        send_latency_p50_ns: None,
+        send_latency_p99_ns: None,
+        failures: Vec::new(),
+    };
+    let mut latencies = Vec::new();
+    for run in &cell.runs {
+        let row = match run {
+            RunOutcome::Errored { run_dir, error } => RunRow {
+                run_dir: run_dir.clone(),
+                verdict: None,
+                lost_writes: 0,
+                hw_regressions: 0,
+                error: Some(error.clone()),
+            },
+            RunOutcome::Completed(dir) => summarize_run(dir, &mut summary, &mut latencies)?,
+        };
+        summary.runs.push(row);
+    }
+    latencies.sort_unstable();
+    summary.send_latency_p50_ns = percentile(&latencies, 0.50);
+    summary.send_latency_p99_ns = percentile(&latencies, 0.99);
+    summary.failures = expectation_failures(&summary);
+    Ok(summary)
+}
+
+fn summarize_run(
+    dir: &Path,
+    cell: &mut CellSummary,
+    latencies: &mut Vec<u64>,
+) -> Result<RunRow, ReportError> {
+    let files = RunFiles::read(dir)?;
+    let Some(results) = files.results else {
+        return Ok(RunRow {
+            run_dir: Some(dir.to_path_buf()),
+            verdict: None,
+            lost_writes: 0,
+            hw_regressions: 0,
+            error: Some("no results.json: the run was not checked".to_string()),
+        });
+    };
+    let count = |name: &str| results.anomalies.get(name).map_or(0, |a| a.count);
+    let (lost_writes, hw_regressions) = (count("lost-write"), count("hw-regression"));
+    cell.lost_writes_total += lost_writes;
+    cell.hw_regressions_total += hw_regressions;
+    cell.runs_with_lost_writes += u64::from(lost_writes > 0);
+    for (name, a) in results.anomalies.iter().filter(|(_, a)| a.count > 0) {
+        *cell.anomalies_total.entry(name.clone()).or_default() += a.count;
+    }
+    let scan = scan_history(&dir.join(HISTORY_FILE), &BTreeSet::new())?;
+    let sends: u64 = Outcome::ALL.iter().map(|o| scan.count("send", *o)).sum();
+    cell.sends_invoked += sends + scan.open.get("send").copied().unwrap_or(0);
+    cell.sends_ok += scan.count("send", Outcome::Ok);
+    if let Some(points) = scan.latencies.get(&("send".to_string(), Outcome::Ok)) {
+        latencies.extend(points.iter().map(|p| p.latency_ns));
+    }
+    Ok(RunRow {
+        run_dir: Some(dir.to_path_buf()),
+        verdict: Some(results.valid),
+        lost_writes,
+        hw_regressions,
+        error: None,
+    })
+}
+
+fn expectation_failures(cell: &CellSummary) -> Vec<String> {
+    let e = &cell.expectation;
+    let mut failures = Vec::new();
+    if let Some(max) = e.lost_writes_max {
+        if cell.lost_writes_total > max {
+            failures.push(format!(
+                "{} lost acknowledged writes (allowed: {max})",
+                cell.lost_writes_total
+            ));
+        }
+    }
+    if let Some(max) = e.hw_regressions_max {
+        if cell.hw_regressions_total > max {
+            failures.push(format!(
+                "{} high-watermark regressions (allowed: {max})",
+                cell.hw_regressions_total
+            ));
+        }
+    }
+    for name in &e.forbidden_anomalies {
+        if let Some(n) = cell.anomalies_total.get(name) {
+            failures.push(format!("{n} {name} (forbidden)"));
+        }
+    }
+    if let Some(min) = e.availability_min {
+        match cell.availability() {
+            Some(a) if a >= min => {}
+            Some(a) => failures.push(format!(
+                "availability {:.1}% (required: {:.1}%)",
+                a * 100.0,
+                min * 100.0
+            )),
+            None => failures.push("no send completed, availability unknown".to_string()),
+        }
+    }
+    if e.all_valid {
+        let not_valid = cell
+            .runs
+            .iter()
+            .filter(|r| r.error.is_none() && r.verdict != Some(Validity::Valid))
+            .count();
+        if not_valid > 0 {
+            failures.push(format!("{not_valid} runs not valid"));
+        }
+    }
+    failures
+}
+
+/// `to` relative to the directory `from` (both absolute, or both relative to one place).
+pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
+    let from: Vec<Component> = from.components().collect();
+    let to_parts: Vec<Component> = to.components().collect();
+    let common = from
+        .iter()
+        .zip(&to_parts)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out = PathBuf::new();
+    for _ in common..from.len() {
+        out.push("..");
+    }
+    for part in &to_parts[common..] {
+        out.push(part.as_os_str());
+    }
+    out
+}
+
+fn run_href(out_dir: &Path, run_dir: &Path) -> String {
+    let rel = relative_path(out_dir, run_dir);
+    let rel = rel.to_string_lossy().replace('\\', "/");
+    let rel = if rel.is_empty() { ".".to_string() } else { rel };
+    if run_dir.join(REPORT_FILE).is_file() {
+        format!("{}/{REPORT_FILE}", href(&rel))
+    } else {
+        format!("{}/", href(&rel))
+    }
+}
+
+fn cell_id(n: usize) -> String {
+    format!("C{}", n + 1)
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("–".to_string(), |a| format!("{:.1}%", a * 100.0))
+}
+
+fn charts(summary: &MatrixSummary) -> Result<String, ReportError> {
+    let bars = |value: &dyn Fn(&CellSummary) -> f64, rgb| -> Vec<Bar> {
+        summary
+            .cells
+            .iter()
+            .enumerate()
+            .map(|(n, c)| Bar {
+                label: cell_id(n),
+                value: value(c),
+                rgb,
+            })
+            .collect()
+    };
+    let lost = plots::draw_bars(
+        "chart-lost-writes",
+        "lost acknowledged writes",
+        &bars(&|c| c.lost_writes_total as f64, (200, 30, 30)),
+    )?;
+    let availability = plots::draw_bars(
+        "chart-availability",
+        "ok sends (%)",
+        &bars(&|c| c.availability().unwrap_or(0.0) * 100.0, (31, 119, 180)),
+    )?;
+    let latency = plots::draw_bars(
+        "chart-latency",
+        "p99 send latency (ms)",
+        &bars(
+            &|c| c.send_latency_p99_ns.unwrap_or(0) as f64 / 1e6,
+            (255, 127, 14),
+        ),
+    )?;
+    let regressions = plots::draw_bars(
+        "chart-hw-regressions",
+        "HW regressions",
+        &bars(&|c| c.hw_regressions_total as f64, (148, 103, 189)),
+    )?;
+    Ok(format!(
+        "<section id=\"charts\"><h2>Comparison</h2><div style=\"display:grid;\
+         grid-template-columns:1fr 1fr;gap:0.5em\">\
+         <figure id=\"chart-lost-writes\">{lost}<figcaption>Lost acknowledged writes over all runs of each cell.</figcaption></figure>\
+         <figure id=\"chart-availability\">{availability}<figcaption>Share of sends acknowledged ok.</figcaption></figure>\
+         <figure id=\"chart-latency\">{latency}<figcaption>99th percentile latency of ok sends.</figcaption></figure>\
+         <figure id=\"chart-hw-regressions\">{regressions}<figcaption>High-watermark regressions over all runs.</figcaption></figure>\
+         </div></section>"
+    ))
+}
+
+fn cells_table(summary: &MatrixSummary) -> String {
+    let mut out = String::from(
+        "<section id=\"cells\"><h2>Cells</h2><table><tr><th>cell</th><th>settings</th>\
+         <th class=\"num\">runs</th><th class=\"num\">errored</th><th class=\"num\">runs with lost writes</th>\
+         <th class=\"num\">lost ack'd writes</th><th class=\"num\">HW regressions</th>\
+         <th class=\"num\">availability</th><th class=\"num\">p50 ms</th><th class=\"num\">p99 ms</th>\
+         <th>expectation</th><th>held</th></tr>",
+    );
+    for (n, c) in summary.cells.iter().enumerate() {
+        let settings: Vec<String> = c.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let held = if c.expectation_held() {
+            "<span class=\"verdict valid\">yes</span>".to_string()
+        } else {
+            format!(
+                "<span class=\"verdict invalid\">no</span> {}",
+                esc(&c.failures.join("; "))
+            )
+        };
+        let expectation = if c.expectation.description.is_empty() {
+            "<span class=\"muted\">none</span>".to_string()
+        } else {
+            esc(&c.expectation.description)
+        };
+        let _ = write!(
+            out,
+            "<tr id=\"cell-{id}\"><td><a href=\"#runs-{id}\">{id}</a> {}</td><td><code>{}</code></td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td>{expectation}</td><td>{held}</td></tr>",
+            esc(&c.label),
+            esc(&settings.join(", ")),
+            c.runs.len(),
+            c.runs_errored(),
+            c.runs_with_lost_writes,
+            c.lost_writes_total,
+            c.hw_regressions_total,
+            pct(c.availability()),
+            c.send_latency_p50_ns.map_or("–".to_string(), ms),
+            c.send_latency_p99_ns.map_or("–".to_string(), ms),
+            id = cell_id(n)
+        );
+    }
+    out.push_str("</table></section>");
+    out
+}
+
+fn runs_tables(summary: &MatrixSummary, out_dir: &Path) -> String {
+    let mut out = String::from("<section id=\"runs\"><h2>Runs</h2>");
+    for (n, c) in summary.cells.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<h3 id=\"runs-{}\">{} {}</h3><table><tr><th>#</th><th>verdict</th>\
+             <th class=\"num\">lost writes</th><th class=\"num\">HW regressions</th><th>report</th></tr>",
+            cell_id(n),
+            cell_id(n),
+            esc(&c.label)
+        );
+        for (i, run) in c.runs.iter().enumerate() {
+            let link = match &run.run_dir {
+                Some(dir) => format!(
+                    "<a href=\"{}\">{}</a>",
+                    run_href(out_dir, dir),
+                    esc(&dir.display().to_string())
+                ),
+                None => String::new(),
+            };
+            let verdict = match &run.error {
+                Some(e) => format!("<span class=\"verdict none\">error</span> {}", esc(e)),
+                None => verdict_badge(run.verdict),
+            };
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{verdict}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{link}</td></tr>",
+                i + 1,
+                run.lost_writes,
+                run.hw_regressions
+            );
+        }
+        out.push_str("</table>");
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// The comparison page as HTML; links to run reports are relative to `out_dir`.
+pub fn matrix_html(summary: &MatrixSummary, out_dir: &Path) -> Result<String, ReportError> {
+    let mut body = format!("<h1>Matrix {}</h1>", esc(&summary.title));
+    let failed = summary
+        .cells
+        .iter()
+        .filter(|c| !c.expectation_held())
+        .count();
+    let errored: usize = summary.cells.iter().map(CellSummary::runs_errored).sum();
+    let verdict = if summary.passed() {
+        "<span class=\"verdict valid\">every expectation held</span>".to_string()
+    } else {
+        format!(
+            "<span class=\"verdict invalid\">{failed} expectations failed, {errored} runs errored</span>"
+        )
+    };
+    let _ = write!(body, "<p>{verdict}</p>");
+    body.push_str(&cells_table(summary));
+    body.push_str(&charts(summary)?);
+    body.push_str(&runs_tables(summary, out_dir));
+    Ok(page(
+        &format!("Matrix {} — Tidewater", summary.title),
+        &body,
+    ))
+}
+
+/// Writes `out_dir/matrix.html` and returns its path.
+pub fn render_matrix(summary: &MatrixSummary, out_dir: &Path) -> Result<PathBuf, ReportError> {
+    std::fs::create_dir_all(out_dir).map_err(|e| ReportError::io(out_dir, e))?;
+    let path = out_dir.join(MATRIX_FILE);
+    let html = matrix_html(summary, out_dir)?;
+    std::fs::write(&path, html).map_err(|e| ReportError::io(&path, e))?;
+    Ok(path)
+}
+
+/// Escapes text for XML content and attributes.
+fn xml_esc(text: &str) -> String {
+    // The same five entities as HTML; XML 1.0 also forbids most control characters.
+    crate::html::esc(text)
+        .chars()
+        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
+        .collect()
+}
+
+/// JUnit XML for CI: one test case per cell; a failure when its expectation failed, an error
+/// when any of its runs errored.
+pub fn junit_xml(summary: &MatrixSummary) -> String {
+    let failures = summary
+        .cells
+        .iter()
+        .filter(|c| !c.expectation_held())
+        .count();
+    let errors = summary
+        .cells
+        .iter()
+        .filter(|c| c.runs_errored() > 0)
+        .count();
+    let title = xml_esc(&summary.title);
+    let mut out = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"tidewater matrix {title}\" \
+         tests=\"{0}\" failures=\"{failures}\" errors=\"{errors}\">\n  <testsuite name=\"{title}\" \
+         tests=\"{0}\" failures=\"{failures}\" errors=\"{errors}\">\n",
+        summary.cells.len()
+    );
+    for c in &summary.cells {
+        let _ = writeln!(
+            out,
+            "    <testcase classname=\"tidewater.matrix.{title}\" name=\"{}\">",
+            xml_esc(&c.label)
+        );
+        let errored: Vec<String> = c
+            .runs
+            .iter()
+            .filter_map(|r| {
+                r.error.as_ref().map(|e| {
+                    format!(
+                        "{}: {e}",
+                        r.run_dir
+                            .as_deref()
+                            .map_or("-".into(), |d| d.display().to_string())
+                    )
+                })
+            })
+            .collect();
+        if !errored.is_empty() {
+            let _ = writeln!(
+                out,
+                "      <error message=\"{} of {} runs errored\">{}</error>",
+                errored.len(),
+                c.runs.len(),
+                xml_esc(&errored.join("\n"))
+            );
+        }
+        if !c.expectation_held() {
+            let _ = writeln!(
+                out,
+                "      <failure message=\"expectation failed: {}\">{}</failure>",
+                xml_esc(&c.expectation.description),
+                xml_esc(&c.failures.join("\n"))
+            );
+        }
+        let _ = writeln!(
+            out,
+            "      <system-out>runs={} lost_writes={} hw_regressions={} availability={}</system-out>\n    </testcase>",
+            c.runs.len(),
+            c.lost_writes_total,
+            c.hw_regressions_total,
+            pct(c.availability())
+        );
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_climb_out_of_the_matrix_directory() {
+        let rel = relative_path(
+            Path::new("/s/matrix/durability/1"),
+            Path::new("/s/cell-a/2026"),
+        );
+        assert_eq!(rel, PathBuf::from("../../../cell-a/2026"));
+        assert_eq!(
+            relative_path(Path::new("/s"), Path::new("/s/a/b")),
+            PathBuf::from("a/b")
+        );
+    }
+}

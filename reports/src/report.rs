@@ -1,0 +1,957 @@
+//! `report.html` of one run: verdict, settings, anomalies with examples, plots with fault
+//! windows, a summary of operations, the faults, and the operations the examples refer to.
+
+use crate::downsample::{min_max_per_bucket, rate_per_bucket, steps, BUCKETS_DEFAULT};
+use crate::error::ReportError;
+use crate::examples;
+use crate::faults::{fault_windows, Faults};
+use crate::history_scan::{scan_history, HistoryScan, Outcome};
+use crate::html::{esc, legend, ms, page, verdict_badge};
+use crate::plots::{self, band_legend, Line, LostRow, Points, Rgb, Shape, TimeChart};
+use crate::run_dir::{display_value, RunFiles, HISTORY_FILE, REPORT_FILE};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use tidewater_workloads::results::{Anomaly, CheckResults};
+
+/// Examples shown per anomaly; the rest stay in results.json.
+pub const EXAMPLES_SHOWN_MAX: usize = 20;
+/// Operations listed in the "referenced operations" section at most.
+pub const REFERENCED_OPS_MAX: usize = 2000;
+/// Fault windows and nemesis events listed at most.
+pub const FAULT_ROWS_MAX: usize = 500;
+/// Partitions drawn per per-partition chart; more would make unreadable colours.
+pub const PARTITIONS_DRAWN_MAX: usize = 32;
+/// Regression marks drawn at most.
+const MARKS_DRAWN_MAX: usize = 2000;
+
+/// The id of every chart in a report, in page order.
+pub const PLOT_IDS: [&str; 6] = [
+    "plot-latency",
+    "plot-throughput",
+    "plot-hw",
+    "plot-lost-writes",
+    "plot-unseen",
+    "plot-isr",
+];
+
+const OK_RGB: Rgb = (31, 119, 180);
+const FAIL_RGB: Rgb = (200, 30, 30);
+const INFO_RGB: Rgb = (255, 127, 14);
+const LOST_RGB: Rgb = (200, 30, 30);
+const PALETTE: [Rgb; 10] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (200, 30, 30),
+    (148, 103, 189),
+    (140, 86, 75),
+    (60, 60, 60),
+    (188, 189, 34),
+    (0, 90, 60),
+    (120, 0, 160),
+];
+
+fn outcome_rgb(o: Outcome) -> Rgb {
+    match o {
+        Outcome::Ok => OK_RGB,
+        Outcome::Fail => FAIL_RGB,
+        Outcome::Info => INFO_RGB,
+    }
+}
+
+/// Renders `run_dir/report.html` from the files of the run and returns its path.
+pub fn render_run(run_dir: &Path) -> Result<PathBuf, ReportError> {
+    let html = render_run_html(run_dir)?;
+    let path = run_dir.join(REPORT_FILE);
+    // Write then rename, so a browser or `tidewater serve` never sees half a report.
+    let tmp = run_dir.join(format!(".{REPORT_FILE}.tmp"));
+    std::fs::write(&tmp, html).map_err(|e| ReportError::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| ReportError::io(&path, e))?;
+    Ok(path)
+}
+
+/// The report of `run_dir` as an HTML string.
+pub fn render_run_html(run_dir: &Path) -> Result<String, ReportError> {
+    let files = RunFiles::read(run_dir)?;
+    let wanted = referenced_indexes(files.results.as_ref());
+    let scan = scan_history(&run_dir.join(HISTORY_FILE), &wanted)?;
+    let x_max_ns = files
+        .samples
+        .iter()
+        .map(|s| s.time)
+        .chain(
+            unseen_series(files.results.as_ref())
+                .iter()
+                .map(|p| (p.0 * 1e9) as u64),
+        )
+        .fold(scan.time_max_ns, u64::max);
+    let faults = fault_windows(&scan.nemesis, x_max_ns);
+    let ctx = Ctx {
+        files: &files,
+        scan: &scan,
+        faults: &faults,
+        x_max_s: x_max_ns as f64 / 1e9,
+    };
+
+    let mut body = String::new();
+    let name = files.name();
+    let _ = write!(body, "<h1>{}</h1>", esc(&name));
+    let _ = write!(
+        body,
+        "<p class=\"muted\"><code>{}</code></p>",
+        esc(&run_dir.display().to_string())
+    );
+    body.push_str(&verdict_section(&ctx));
+    body.push_str(&settings_section(&files));
+    body.push_str(&anomalies_section(files.results.as_ref()));
+    body.push_str(&plots_section(&ctx)?);
+    body.push_str(&summary_section(&scan));
+    body.push_str(&faults_section(&faults));
+    body.push_str(&referenced_section(&scan, &wanted));
+    Ok(page(&format!("{name} — Tidewater report"), &body))
+}
+
+/// What every section may read.
+struct Ctx<'a> {
+    files: &'a RunFiles,
+    scan: &'a HistoryScan,
+    faults: &'a Faults,
+    x_max_s: f64,
+}
+
+/// The op indexes named by the examples shown.
+fn referenced_indexes(results: Option<&CheckResults>) -> BTreeSet<u64> {
+    let mut wanted = BTreeSet::new();
+    for anomaly in results.iter().flat_map(|r| r.anomalies.values()) {
+        for example in anomaly.examples.iter().take(EXAMPLES_SHOWN_MAX) {
+            for i in examples::op_indexes(example) {
+                if wanted.len() < REFERENCED_OPS_MAX {
+                    wanted.insert(i);
+                }
+            }
+        }
+    }
+    wanted
+}
+
+/// Violations first, then the allowed anomalies; each group by name.
+fn ordered_anomalies(results: &CheckResults) -> Vec<(&String, &Anomaly)> {
+    let mut list: Vec<_> = results.anomalies.iter().collect();
+    list.sort_by_key(|(name, a)| (!a.violation, name.as_str()));
+    list
+}
+
+fn verdict_section(ctx: &Ctx) -> String {
+    let mut out = String::from("<section id=\"verdict\">");
+    let results = ctx.files.results.as_ref();
+    let _ = write!(
+        out,
+        "<p>Verdict: {}</p>",
+        verdict_badge(results.map(|r| r.valid))
+    );
+    match results {
+        None => out.push_str("<p>No results.json: this run was not checked.</p>"),
+        Some(r) => {
+            let found: Vec<String> = ordered_anomalies(r)
+                .into_iter()
+                .filter(|(_, a)| a.count > 0)
+                .map(|(name, a)| {
+                    let tag = if a.violation { "violation" } else { "allowed" };
+                    format!(
+                        "<a href=\"#anomaly-{0}\">{0}</a> ({1}, <span class=\"tag {tag}\">{tag}</span>)",
+                        esc(name),
+                        a.count
+                    )
+                })
+                .collect();
+            if found.is_empty() {
+                out.push_str("<p>No anomaly found.</p>");
+            } else {
+                let _ = write!(out, "<p>Anomalies: {}</p>", found.join(", "));
+            }
+        }
+    }
+    let _ = write!(
+        out,
+        "<p class=\"muted\">{} history lines, {:.1} s.</p>",
+        ctx.scan.lines, ctx.x_max_s
+    );
+    let warnings: Vec<&String> = ctx
+        .files
+        .warnings
+        .iter()
+        .chain(&ctx.scan.warnings)
+        .collect();
+    if !warnings.is_empty() {
+        out.push_str("<div class=\"warning\"><strong>Warnings</strong><ul>");
+        for w in warnings {
+            let _ = write!(out, "<li>{}</li>", esc(w));
+        }
+        out.push_str("</ul></div>");
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// The reproduce command: a string as is, a list joined with shell quoting where needed.
+fn command_line(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::Array(words)) => words
+            .iter()
+            .map(|w| {
+                let w = display_value(Some(w));
+                if w.is_empty()
+                    || w.contains(|c: char| c.is_whitespace() || "'\"$\\;&|<>*?".contains(c))
+                {
+                    format!("'{}'", w.replace('\'', r"'\''"))
+                } else {
+                    w
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => display_value(other),
+    }
+}
+
+fn settings_section(files: &RunFiles) -> String {
+    const KNOWN: [(&str, &str); 9] = [
+        ("name", "test"),
+        ("seed", "seed"),
+        ("time_limit_s", "time limit (s)"),
+        ("acks", "acks"),
+        ("nemesis", "nemesis"),
+        ("plan", "fault plan"),
+        ("nodes", "nodes"),
+        ("matrix_cell", "matrix cell"),
+        ("workload", "workload"),
+    ];
+    let mut out = String::from("<section id=\"settings\"><h2>Settings</h2><table>");
+    for (key, label) in KNOWN {
+        if let Some(v) = files.config.get(key) {
+            let _ = write!(
+                out,
+                "<tr><th>{label}</th><td><code>{}</code></td></tr>",
+                esc(&display_value(Some(v)))
+            );
+        }
+    }
+    if let Some(obj) = files.config.as_object() {
+        let skip =
+            |k: &str| KNOWN.iter().any(|(key, _)| *key == k) || k == "settings" || k == "command";
+        for (key, v) in obj.iter().filter(|(k, _)| !skip(k)) {
+            let mut text = display_value(Some(v));
+            if text.len() > 300 {
+                text = text.chars().take(300).collect::<String>() + " …";
+            }
+            let _ = write!(
+                out,
+                "<tr><th>{}</th><td><code>{}</code></td></tr>",
+                esc(key),
+                esc(&text)
+            );
+        }
+    }
+    out.push_str("</table>");
+    let settings = files.settings();
+    if settings.is_empty() {
+        out.push_str("<p class=\"muted\">No broker or topic settings recorded (defaults).</p>");
+    } else {
+        out.push_str(
+            "<h3>Broker and topic settings</h3><table><tr><th>setting</th><th>value</th></tr>",
+        );
+        for (k, v) in &settings {
+            let _ = write!(
+                out,
+                "<tr><td><code>{}</code></td><td><code>{}</code></td></tr>",
+                esc(k),
+                esc(v)
+            );
+        }
+        out.push_str("</table>");
+    }
+    let command = command_line(files.config.get("command"));
+    if !command.is_empty() {
+        let _ = write!(
+            out,
+            "<h3>Reproduce</h3><pre id=\"reproduce\">{}</pre>",
+            esc(&command)
+        );
+    }
+    out.push_str("</section>");
+    out
+}
+
+fn anomalies_section(results: Option<&CheckResults>) -> String {
+    let mut out = String::from("<section id=\"anomalies\"><h2>Anomalies</h2>");
+    let Some(results) = results else {
+        out.push_str("<p>Not checked.</p></section>");
+        return out;
+    };
+    if results.anomalies.is_empty() {
+        out.push_str("<p>The checkers found no anomaly.</p>");
+    }
+    for (name, a) in ordered_anomalies(results) {
+        let tag = if a.violation {
+            "<span class=\"tag violation\">violation</span>"
+        } else {
+            "<span class=\"tag allowed\">allowed by the settings</span>"
+        };
+        let _ = write!(
+            out,
+            "<div id=\"anomaly-{0}\" class=\"anomaly\"><h3>{0}: {1} {tag}</h3>",
+            esc(name),
+            a.count
+        );
+        if !a.note.is_empty() {
+            let _ = write!(out, "<p>{}</p>", esc(&a.note));
+        }
+        for (n, example) in a.examples.iter().take(EXAMPLES_SHOWN_MAX).enumerate() {
+            out.push_str(&examples::example_html(
+                &format!("anomaly-{name}-{n}"),
+                n,
+                example,
+            ));
+        }
+        if a.examples.len() > EXAMPLES_SHOWN_MAX {
+            let _ = write!(
+                out,
+                "<p class=\"muted\">{} more examples in results.json.</p>",
+                a.examples.len() - EXAMPLES_SHOWN_MAX
+            );
+        } else if a.count > a.examples.len() as u64 && a.count > 0 {
+            let _ = write!(
+                out,
+                "<p class=\"muted\">{} of {} instances have examples.</p>",
+                a.examples.len(),
+                a.count
+            );
+        }
+        out.push_str("</div>");
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// A figure: the chart, its legend and a caption saying how to read it.
+fn figure(id: &str, title: &str, svg: &str, legend_html: &str, caption: &str) -> String {
+    format!(
+        "<figure id=\"{id}\"><h3>{}</h3>{svg}{legend_html}<figcaption>{caption}</figcaption></figure>",
+        esc(title)
+    )
+}
+
+fn plots_section(ctx: &Ctx) -> Result<String, ReportError> {
+    let mut out = String::from("<section id=\"plots\"><h2>Plots</h2>");
+    let bands = band_legend(&ctx.faults.kinds());
+    let band_note = if bands.is_empty() {
+        "No fault was injected."
+    } else {
+        "Shaded bands: fault windows."
+    };
+    out.push_str(&latency_figure(ctx, &bands, band_note)?);
+    out.push_str(&throughput_figure(ctx, &bands, band_note)?);
+    out.push_str(&hw_figure(ctx, &bands, band_note)?);
+    out.push_str(&lost_writes_figure(ctx)?);
+    out.push_str(&unseen_figure(ctx, &bands, band_note)?);
+    out.push_str(&isr_figure(ctx, &bands, band_note)?);
+    out.push_str("</section>");
+    Ok(out)
+}
+
+fn shape_of(f: &str) -> (Shape, &'static str) {
+    match f {
+        "send" => (Shape::Circle, "●"),
+        "poll" => (Shape::Triangle, "▲"),
+        _ => (Shape::Cross, "✕"),
+    }
+}
+
+fn latency_figure(
+    ctx: &Ctx,
+    bands: &[(String, Rgb)],
+    band_note: &str,
+) -> Result<String, ReportError> {
+    let x_max = ctx.x_max_s;
+    let mut series = Vec::new();
+    let (mut lo, mut hi) = (f64::MAX, 0f64);
+    let mut shapes = BTreeMap::new();
+    for ((f, outcome), points) in &ctx.scan.latencies {
+        let raw: Vec<(f64, f64)> = points
+            .iter()
+            .map(|p| {
+                (
+                    p.invoke_ns as f64 / 1e9,
+                    (p.latency_ns as f64 / 1e6).max(0.001),
+                )
+            })
+            .collect();
+        for &(_, y) in &raw {
+            lo = lo.min(y);
+            hi = hi.max(y);
+        }
+        let (shape, glyph) = shape_of(f);
+        shapes.insert(f.clone(), glyph);
+        series.push(Points {
+            rgb: outcome_rgb(*outcome),
+            shape,
+            size_px: 2,
+            points: min_max_per_bucket(&raw, 0.0, x_max, BUCKETS_DEFAULT),
+        });
+    }
+    // Put fail and info on top of ok: they are rarer and matter more.
+    series.sort_by_key(|s| s.rgb == OK_RGB);
+    series.reverse();
+    let y_range = if hi > 0.0 {
+        (
+            10f64.powf(lo.log10().floor()),
+            10f64.powf(hi.log10().ceil()).max(lo * 10.0),
+        )
+    } else {
+        (0.1, 1000.0)
+    };
+    let svg = plots::draw_time_chart(&TimeChart {
+        id: "plot-latency",
+        y_label: "latency (ms, log)",
+        x_max_s: x_max,
+        y_range,
+        y_log: true,
+        bands: &ctx.faults.windows,
+        lines: Vec::new(),
+        points: series,
+    })?;
+    let mut entries: Vec<(String, Rgb)> = Outcome::ALL
+        .iter()
+        .map(|o| (o.as_str().to_string(), outcome_rgb(*o)))
+        .collect();
+    entries.extend_from_slice(bands);
+    let shape_text: Vec<String> = shapes
+        .iter()
+        .map(|(f, g)| format!("{g} {}", esc(f)))
+        .collect();
+    Ok(figure(
+        "plot-latency",
+        "Latency over time",
+        &svg,
+        &format!("{}<div class=\"legend\">{}</div>", legend(&entries), shape_text.join(" &nbsp; ")),
+        &format!(
+            "One mark per completed operation at its invocation time: colour is the outcome, shape \
+             the operation. Per series and time slice only the fastest and slowest are drawn. {band_note}"
+        ),
+    ))
+}
+
+fn throughput_figure(
+    ctx: &Ctx,
+    bands: &[(String, Rgb)],
+    band_note: &str,
+) -> Result<String, ReportError> {
+    let x_max = ctx.x_max_s;
+    let buckets = ((x_max / 1.0).ceil() as usize).clamp(1, 300);
+    let mut lines = Vec::new();
+    let mut entries = Vec::new();
+    let mut y_max = 1f64;
+    let mut width_s = x_max;
+    for (n, ((f, outcome), points)) in ctx.scan.latencies.iter().enumerate() {
+        let rgb = PALETTE[n % PALETTE.len()];
+        let times = points
+            .iter()
+            .map(|p| (p.invoke_ns + p.latency_ns) as f64 / 1e9);
+        let (width, rates) = rate_per_bucket(times, x_max, buckets);
+        width_s = width;
+        y_max = rates.iter().map(|p| p.1).fold(y_max, f64::max);
+        lines.push(Line { rgb, points: rates });
+        entries.push((format!("{f} {}", outcome.as_str()), rgb));
+    }
+    let svg = plots::draw_time_chart(&TimeChart {
+        id: "plot-throughput",
+        y_label: "completions per second",
+        x_max_s: x_max,
+        y_range: (0.0, y_max * 1.05),
+        y_log: false,
+        bands: &ctx.faults.windows,
+        lines,
+        points: Vec::new(),
+    })?;
+    entries.extend_from_slice(bands);
+    Ok(figure(
+        "plot-throughput",
+        "Throughput over time",
+        &svg,
+        &legend(&entries),
+        &format!(
+            "Completed operations per second by operation and outcome, counted in {width_s:.2} s \
+             slices at completion time. {band_note}"
+        ),
+    ))
+}
+
+/// Partitions to draw: the first [`PARTITIONS_DRAWN_MAX`] in name order.
+fn drawn_keys<'k>(keys: impl IntoIterator<Item = &'k String>) -> (Vec<String>, usize) {
+    let all: BTreeSet<&String> = keys.into_iter().collect();
+    let total = all.len();
+    (
+        all.into_iter()
+            .take(PARTITIONS_DRAWN_MAX)
+            .cloned()
+            .collect(),
+        total,
+    )
+}
+
+fn omitted_note(drawn: usize, total: usize) -> String {
+    if total > drawn {
+        format!(" Only the first {drawn} of {total} partitions are drawn.")
+    } else {
+        String::new()
+    }
+}
+
+fn hw_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<String, ReportError> {
+    let x_max = ctx.x_max_s;
+    let sample_keys = ctx
+        .files
+        .samples
+        .iter()
+        .filter(|s| s.high_watermark.is_some())
+        .map(|s| &s.key);
+    let (keys, total) = drawn_keys(ctx.scan.watermarks.keys().chain(sample_keys));
+    let mut lines = Vec::new();
+    let mut points = Vec::new();
+    let mut entries = Vec::new();
+    let mut y_max = 1f64;
+    for (n, key) in keys.iter().enumerate() {
+        let rgb = PALETTE[n % PALETTE.len()];
+        entries.push((key.clone(), rgb));
+        if let Some(marks) = ctx.scan.watermarks.get(key) {
+            let raw: Vec<(f64, f64)> = marks
+                .points
+                .iter()
+                .map(|&(t, hw)| (t as f64 / 1e9, hw as f64))
+                .collect();
+            y_max = raw.iter().map(|p| p.1).fold(y_max, f64::max);
+            lines.push(Line {
+                rgb,
+                points: min_max_per_bucket(&raw, 0.0, x_max, BUCKETS_DEFAULT),
+            });
+        }
+        let sampled: Vec<(f64, f64)> = ctx
+            .files
+            .samples
+            .iter()
+            .filter(|s| &s.key == key && s.from_leader())
+            .filter_map(|s| s.high_watermark.map(|hw| (s.time as f64 / 1e9, hw as f64)))
+            .collect();
+        y_max = sampled.iter().map(|p| p.1).fold(y_max, f64::max);
+        points.push(Points {
+            rgb,
+            shape: Shape::Circle,
+            size_px: 1,
+            points: min_max_per_bucket(&sampled, 0.0, x_max, BUCKETS_DEFAULT),
+        });
+    }
+    let regressions = &ctx.scan.hw_regressions;
+    let stride = regressions.len().div_ceil(MARKS_DRAWN_MAX).max(1);
+    points.push(Points {
+        rgb: LOST_RGB,
+        shape: Shape::Cross,
+        size_px: 5,
+        points: regressions
+            .iter()
+            .step_by(stride)
+            .map(|r| (r.time_ns as f64 / 1e9, r.hw as f64))
+            .collect(),
+    });
+    let svg = plots::draw_time_chart(&TimeChart {
+        id: "plot-hw",
+        y_label: "high watermark (offset)",
+        x_max_s: x_max,
+        y_range: (0.0, y_max * 1.05),
+        y_log: false,
+        bands: &ctx.faults.windows,
+        lines,
+        points,
+    })?;
+    entries.push(("✕ regression".to_string(), LOST_RGB));
+    entries.extend_from_slice(bands);
+    let examples: Vec<String> = regressions
+        .iter()
+        .take(5)
+        .map(|r| {
+            format!(
+                "{} at op {} saw HW {} after op {} had seen {}",
+                esc(&r.key),
+                examples::op_link(r.index),
+                r.hw,
+                examples::op_link(r.prior_index),
+                r.prior_hw
+            )
+        })
+        .collect();
+    let regression_text = if ctx.scan.hw_regressions_count == 0 {
+        "No client saw the high watermark go back.".to_string()
+    } else {
+        format!(
+            "{} observations went back (red crosses), e.g. {}.",
+            ctx.scan.hw_regressions_count,
+            examples.join("; ")
+        )
+    };
+    Ok(figure(
+        "plot-hw",
+        "High watermark over time per partition",
+        &svg,
+        &legend(&entries),
+        &format!(
+            "Lines: the high watermark each ok operation observed (its completion's \
+             high_watermarks). Dots: the leader's high watermark sampled from the status route. \
+             A cross marks an ok operation that observed a lower watermark than one that had \
+             completed before it began (a regression: visible to consumers). {regression_text}{} {band_note}",
+            omitted_note(keys.len(), total)
+        ),
+    ))
+}
+
+/// (key, offset) of lost-write examples shaped `{"key", "offset", "value", ...}`.
+fn lost_offsets(results: Option<&CheckResults>) -> BTreeMap<String, Vec<u64>> {
+    let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let examples = results
+        .and_then(|r| r.anomalies.get("lost-write"))
+        .map(|a| a.examples.as_slice())
+        .unwrap_or_default();
+    for e in examples {
+        let key = e.get("key").and_then(Value::as_str);
+        let offset = e.get("offset").and_then(Value::as_u64);
+        if let (Some(key), Some(offset)) = (key, offset) {
+            out.entry(key.to_string()).or_default().push(offset);
+        }
+    }
+    out
+}
+
+fn lost_writes_figure(ctx: &Ctx) -> Result<String, ReportError> {
+    let results = ctx.files.results.as_ref();
+    let lost = lost_offsets(results);
+    let (keys, total) = drawn_keys(lost.keys());
+    let rows: Vec<LostRow> = keys
+        .iter()
+        .map(|key| LostRow {
+            key: key.clone(),
+            offset_max: ctx
+                .scan
+                .watermarks
+                .get(key)
+                .and_then(|m| m.points.iter().map(|p| p.1).max()),
+            lost_offsets: lost[key].clone(),
+        })
+        .collect();
+    let svg = plots::draw_lost_writes("plot-lost-writes", &rows, LOST_RGB)?;
+    let count = results
+        .and_then(|r| r.anomalies.get("lost-write"))
+        .map_or(0, |a| a.count);
+    let drawn: usize = rows.iter().map(|r| r.lost_offsets.len()).sum();
+    let summary = if count == 0 {
+        "No acknowledged write was lost.".to_string()
+    } else {
+        format!("{count} lost acknowledged writes; the {drawn} with examples are drawn.")
+    };
+    Ok(figure(
+        "plot-lost-writes",
+        "Lost writes by offset per partition",
+        &svg,
+        &legend(&[
+            ("✕ lost acknowledged write".to_string(), LOST_RGB),
+            (
+                "highest high watermark observed".to_string(),
+                (190, 190, 190),
+            ),
+        ]),
+        &format!(
+            "One row per partition with lost writes; a cross at the offset the broker had \
+             acknowledged. Crosses inside the grey bar are holes in the log. {summary}{}",
+            omitted_note(keys.len(), total)
+        ),
+    ))
+}
+
+/// `stats.unseen_series` as (s, count).
+fn unseen_series(results: Option<&CheckResults>) -> Vec<(f64, f64)> {
+    let series = results
+        .and_then(|r| r.stats.get("unseen_series"))
+        .and_then(Value::as_array);
+    series
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            let t = p.get(0)?.as_f64()?;
+            let n = p.get(1)?.as_f64()?;
+            Some((t / 1e9, n))
+        })
+        .collect()
+}
+
+fn unseen_figure(
+    ctx: &Ctx,
+    bands: &[(String, Rgb)],
+    band_note: &str,
+) -> Result<String, ReportError> {
+    let x_max = ctx.x_max_s;
+    let series = unseen_series(ctx.files.results.as_ref());
+    let y_max = series.iter().map(|p| p.1).fold(1.0, f64::max);
+    let drawn = steps(&min_max_per_bucket(&series, 0.0, x_max, BUCKETS_DEFAULT));
+    let svg = plots::draw_time_chart(&TimeChart {
+        id: "plot-unseen",
+        y_label: "acknowledged, not yet read",
+        x_max_s: x_max,
+        y_range: (0.0, y_max * 1.05),
+        y_log: false,
+        bands: &ctx.faults.windows,
+        lines: vec![Line {
+            rgb: OK_RGB,
+            points: drawn,
+        }],
+        points: Vec::new(),
+    })?;
+    let note = if series.is_empty() {
+        " The results hold no unseen series."
+    } else {
+        ""
+    };
+    let mut entries = vec![("unseen".to_string(), OK_RGB)];
+    entries.extend_from_slice(bands);
+    Ok(figure(
+        "plot-unseen",
+        "Unseen acknowledged writes over time",
+        &svg,
+        &legend(&entries),
+        &format!(
+            "How many acknowledged writes no read had returned yet. It rises while consumers \
+             lag or a partition is unavailable; if it does not return to zero after the faults \
+             heal, writes may be lost (see lost-write).{note} {band_note}"
+        ),
+    ))
+}
+
+fn isr_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<String, ReportError> {
+    let x_max = ctx.x_max_s;
+    let samples = &ctx.files.samples;
+    let (keys, total) = drawn_keys(samples.iter().filter(|s| s.isr.is_some()).map(|s| &s.key));
+    let mut lines = Vec::new();
+    let mut entries = Vec::new();
+    let mut y_max = 1f64;
+    for (n, key) in keys.iter().enumerate() {
+        let rgb = PALETTE[n % PALETTE.len()];
+        let raw: Vec<(f64, f64)> = samples
+            .iter()
+            .filter(|s| &s.key == key && s.from_leader())
+            .filter_map(|s| {
+                s.isr
+                    .as_ref()
+                    .map(|isr| (s.time as f64 / 1e9, isr.len() as f64))
+            })
+            .collect();
+        y_max = raw.iter().map(|p| p.1).fold(y_max, f64::max);
+        // Offset each partition a little so equal sizes do not hide each other.
+        let lift = n as f64 * 0.03;
+        let drawn = steps(&min_max_per_bucket(&raw, 0.0, x_max, BUCKETS_DEFAULT));
+        lines.push(Line {
+            rgb,
+            points: drawn.into_iter().map(|(x, y)| (x, y + lift)).collect(),
+        });
+        entries.push((key.clone(), rgb));
+    }
+    let svg = plots::draw_time_chart(&TimeChart {
+        id: "plot-isr",
+        y_label: "in-sync replicas",
+        x_max_s: x_max,
+        y_range: (0.0, y_max + 0.5),
+        y_log: false,
+        bands: &ctx.faults.windows,
+        lines,
+        points: Vec::new(),
+    })?;
+    entries.extend_from_slice(bands);
+    let note = if samples.is_empty() {
+        " No samples.jsonl in this run."
+    } else {
+        ""
+    };
+    Ok(figure(
+        "plot-isr",
+        "ISR size per partition over time",
+        &svg,
+        &legend(&entries),
+        &format!(
+            "Size of each partition's ISR as its leader reported it (sampled from the brokers' \
+             status routes). Below min.insync.replicas, acks=all sends fail with \
+             NOT_ENOUGH_REPLICAS.{note}{} {band_note}",
+            omitted_note(keys.len(), total)
+        ),
+    ))
+}
+
+/// The nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
+fn summary_section(scan: &HistoryScan) -> String {
+    let mut out = String::from(
+        "<section id=\"summary\"><h2>Operations</h2><table><tr><th>operation</th>\
+         <th class=\"num\">invoked</th><th class=\"num\">ok</th><th class=\"num\">fail</th>\
+         <th class=\"num\">info</th><th class=\"num\">no completion</th>\
+         <th class=\"num\">p50 ms</th><th class=\"num\">p95 ms</th><th class=\"num\">p99 ms</th>\
+         <th class=\"num\">max ms</th></tr>",
+    );
+    for f in scan.functions() {
+        let counts: Vec<u64> = Outcome::ALL.iter().map(|o| scan.count(&f, *o)).collect();
+        let open = scan.open.get(&f).copied().unwrap_or(0);
+        let mut ok: Vec<u64> = scan
+            .latencies
+            .get(&(f.clone(), Outcome::Ok))
+            .map(|v| v.iter().map(|p| p.latency_ns).collect())
+            .unwrap_or_default();
+        ok.sort_unstable();
+        let pct = |p: f64| percentile(&ok, p).map_or("–".to_string(), ms);
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{open}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            esc(&f),
+            counts.iter().sum::<u64>() + open,
+            counts[0],
+            counts[1],
+            counts[2],
+            pct(0.50),
+            pct(0.95),
+            pct(0.99),
+            pct(1.0)
+        );
+    }
+    out.push_str(
+        "</table><p class=\"muted\">Latencies are of ok operations. \"no completion\": invoked \
+         but never completed before the history ended.</p></section>",
+    );
+    out
+}
+
+fn short(v: &Value) -> String {
+    let text = display_value(Some(v));
+    if text.chars().count() > 200 {
+        text.chars().take(200).collect::<String>() + " …"
+    } else {
+        text
+    }
+}
+
+fn faults_section(faults: &Faults) -> String {
+    let mut out = String::from("<section id=\"faults\"><h2>Faults</h2>");
+    if faults.windows.is_empty() && faults.events.is_empty() {
+        out.push_str("<p>No fault was injected.</p></section>");
+        return out;
+    }
+    out.push_str(
+        "<table><tr><th>fault</th><th class=\"num\">start s</th><th class=\"num\">end s</th>\
+         <th>targets</th></tr>",
+    );
+    for w in faults.windows.iter().take(FAULT_ROWS_MAX) {
+        let end = if w.open_ended {
+            format!("{:.2} (never stopped)", w.end_ns as f64 / 1e9)
+        } else {
+            format!("{:.2}", w.end_ns as f64 / 1e9)
+        };
+        let _ = write!(
+            out,
+            "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>\
+             <td class=\"num\">{:.2}</td><td class=\"num\">{end}</td><td><code>{}</code></td></tr>",
+            plots::svg_hex(w.kind.rgb()),
+            esc(w.kind.label()),
+            w.start_ns as f64 / 1e9,
+            esc(&short(&w.value))
+        );
+    }
+    out.push_str("</table>");
+    if !faults.events.is_empty() {
+        out.push_str("<h3>Other nemesis events</h3><table><tr><th>f</th><th class=\"num\">time s</th><th>value</th></tr>");
+        for e in faults.events.iter().take(FAULT_ROWS_MAX) {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td class=\"num\">{:.2}</td><td><code>{}</code></td></tr>",
+                esc(&e.f),
+                e.time_ns as f64 / 1e9,
+                esc(&short(&e.value))
+            );
+        }
+        out.push_str("</table>");
+    }
+    let listed = faults.windows.len().min(FAULT_ROWS_MAX) + faults.events.len().min(FAULT_ROWS_MAX);
+    if listed < faults.windows.len() + faults.events.len() {
+        let _ = write!(
+            out,
+            "<p class=\"muted\">Only the first {FAULT_ROWS_MAX} rows of each table are listed.</p>"
+        );
+    }
+    out.push_str("</section>");
+    out
+}
+
+fn referenced_section(scan: &HistoryScan, wanted: &BTreeSet<u64>) -> String {
+    let mut out = String::from("<section id=\"ops\"><h2>Operations referenced by examples</h2>");
+    let indexes: BTreeSet<u64> = wanted
+        .iter()
+        .chain(scan.referenced.keys())
+        .copied()
+        .collect();
+    if indexes.is_empty() {
+        out.push_str("<p>None.</p></section>");
+        return out;
+    }
+    out.push_str("<table><tr><th class=\"num\">index</th><th>history line</th></tr>");
+    for i in indexes {
+        let line = match scan.referenced.get(&i) {
+            Some(raw) => format!("<code>{}</code>", esc(raw)),
+            None => "<span class=\"muted\">not in the history</span>".to_string(),
+        };
+        let _ = write!(
+            out,
+            "<tr id=\"op-{i}\"><td class=\"num\">{i}</td><td>{line}</td></tr>"
+        );
+    }
+    out.push_str("</table></section>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), Some(50));
+        assert_eq!(percentile(&v, 0.99), Some(99));
+        assert_eq!(percentile(&v, 1.0), Some(100));
+        assert_eq!(percentile(&[7], 0.5), Some(7));
+        assert_eq!(percentile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn command_lists_are_shell_quoted() {
+        let v = serde_json::json!(["tidewater", "run", "--seed", "42", "--name", "a b"]);
+        assert_eq!(
+            command_line(Some(&v)),
+            "tidewater run --seed 42 --name 'a b'"
+        );
+        assert_eq!(
+            command_line(Some(&serde_json::json!("tidewater run"))),
+            "tidewater run"
+        );
+    }
+}

@@ -1,0 +1,188 @@
+//! Reading a run directory (`config.json`, `results.json`, `samples.jsonl`) into memory.
+//!
+//! The history is not read here: it can hold millions of operations, so
+//! [`crate::history_scan`] streams it instead.
+
+use crate::error::ReportError;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use tidewater_workloads::results::CheckResults;
+
+/// File names inside a run directory (see DESIGN.md, "Store").
+pub const CONFIG_FILE: &str = "config.json";
+/// The history, one operation per line.
+pub const HISTORY_FILE: &str = "history.jsonl";
+/// The checkers' conclusions.
+pub const RESULTS_FILE: &str = "results.json";
+/// ISR / high watermark samples taken from the brokers' status routes during the run.
+pub const SAMPLES_FILE: &str = "samples.jsonl";
+/// The report this crate writes.
+pub const REPORT_FILE: &str = "report.html";
+
+/// Samples beyond this many lines are not read: at one sample per partition and node every
+/// 100 ms, a one-hour run of 3 nodes and 32 partitions stays well below it.
+pub const SAMPLES_LINES_MAX: usize = 5_000_000;
+
+/// One ISR / high watermark sample of one replica, as the harness records it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Sample {
+    /// Nanoseconds since the test started.
+    pub time: u64,
+    /// The topic-partition, `topic/partition`.
+    pub key: String,
+    /// The in-sync replicas as this node sees them.
+    #[serde(default)]
+    pub isr: Option<Vec<String>>,
+    /// The partition's leader as this node sees it.
+    #[serde(default)]
+    pub leader: Option<String>,
+    /// The leader epoch as this node sees it.
+    #[serde(default)]
+    pub leader_epoch: Option<u64>,
+    /// This replica's high watermark.
+    #[serde(default)]
+    pub high_watermark: Option<u64>,
+    /// The node that answered.
+    #[serde(default)]
+    pub node: Option<String>,
+}
+
+impl Sample {
+    /// True when the answering node is the leader it reports (or when either is unknown):
+    /// the leader's view of the ISR and HW is the authoritative one.
+    pub fn from_leader(&self) -> bool {
+        match (&self.node, &self.leader) {
+            (Some(n), Some(l)) => n == l,
+            _ => true,
+        }
+    }
+}
+
+/// Everything of a run directory except the history.
+#[derive(Debug, Clone)]
+pub struct RunFiles {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// `config.json`, or `Null` when absent.
+    pub config: Value,
+    /// `results.json`, or `None` when the run was not checked (yet).
+    pub results: Option<CheckResults>,
+    /// `samples.jsonl`, empty when absent.
+    pub samples: Vec<Sample>,
+    /// Problems that did not stop rendering (a torn last line, ...), shown in the report.
+    pub warnings: Vec<String>,
+}
+
+impl RunFiles {
+    /// Reads config, results and samples of `dir`. Missing files are allowed (a run that
+    /// crashed early still gets a report); malformed ones are errors.
+    pub fn read(dir: &Path) -> Result<RunFiles, ReportError> {
+        let config = read_json_opt(&dir.join(CONFIG_FILE))?.unwrap_or(Value::Null);
+        let results = match read_json_opt(&dir.join(RESULTS_FILE))? {
+            Some(v) => Some(
+                serde_json::from_value(v)
+                    .map_err(|e| ReportError::format(dir.join(RESULTS_FILE), e.to_string()))?,
+            ),
+            None => None,
+        };
+        let mut warnings = Vec::new();
+        let samples = read_samples(&dir.join(SAMPLES_FILE), &mut warnings)?;
+        Ok(RunFiles {
+            dir: dir.to_path_buf(),
+            config,
+            results,
+            samples,
+            warnings,
+        })
+    }
+
+    /// A config value as display text (`""` when absent).
+    pub fn config_str(&self, key: &str) -> String {
+        display_value(self.config.get(key))
+    }
+
+    /// The test name: `config.name`, else the parent directory's name.
+    pub fn name(&self) -> String {
+        match self.config.get("name").and_then(Value::as_str) {
+            Some(n) => n.to_string(),
+            None => self
+                .dir
+                .parent()
+                .and_then(Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "run".to_string()),
+        }
+    }
+
+    /// The broker/topic settings of `config.settings`, as display text.
+    pub fn settings(&self) -> BTreeMap<String, String> {
+        match self.config.get("settings").and_then(Value::as_object) {
+            Some(m) => m
+                .iter()
+                .map(|(k, v)| (k.clone(), display_value(Some(v))))
+                .collect(),
+            None => BTreeMap::new(),
+        }
+    }
+}
+
+/// A JSON value as short display text: strings without quotes, others as compact JSON.
+pub fn display_value(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Reads a JSON file, `None` when it does not exist.
+pub fn read_json_opt(path: &Path) -> Result<Option<Value>, ReportError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| ReportError::format(path, e.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ReportError::io(path, e)),
+    }
+}
+
+/// Reads `samples.jsonl`. A malformed last line is a torn write of a killed harness and only
+/// warned about; a malformed line elsewhere is an error.
+fn read_samples(path: &Path, warnings: &mut Vec<String>) -> Result<Vec<Sample>, ReportError> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ReportError::io(path, e)),
+    };
+    let mut samples = Vec::new();
+    let mut pending_error: Option<String> = None;
+    for (n, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| ReportError::io(path, e))?;
+        if let Some(message) = pending_error.take() {
+            return Err(ReportError::format(path, message));
+        }
+        if n >= SAMPLES_LINES_MAX {
+            warnings.push(format!(
+                "{SAMPLES_FILE}: only the first {SAMPLES_LINES_MAX} samples are drawn"
+            ));
+            break;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Sample>(&line) {
+            Ok(s) => samples.push(s),
+            Err(e) => pending_error = Some(format!("line {}: {e}", n + 1)),
+        }
+    }
+    if let Some(message) = pending_error {
+        warnings.push(format!(
+            "{SAMPLES_FILE}: ignored a torn last line ({message})"
+        ));
+    }
+    Ok(samples)
+}

@@ -1,0 +1,484 @@
+//! Renders a report, an index and a matrix page from a fixed run directory and checks their
+//! content: anomalies with examples, plots with fault bands, self-containment.
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use tidewater_reports::faults::FaultKind;
+use tidewater_reports::matrix::{CellInput, Expectation, MatrixInput, RunOutcome};
+use tidewater_reports::plots::svg_hex;
+use tidewater_reports::report::PLOT_IDS;
+use tidewater_reports::{junit_xml, render_index, render_matrix, render_run, summarize_matrix};
+
+/// Builds history lines with dense indexes.
+struct History {
+    lines: Vec<Value>,
+}
+
+impl History {
+    fn push(&mut self, mut op: Value) -> u64 {
+        let index = self.lines.len() as u64;
+        op["index"] = json!(index);
+        self.lines.push(op);
+        index
+    }
+
+    fn op(&mut self, t_ms: u64, process: Value, kind: &str, f: &str, value: Value) -> u64 {
+        self.push(json!({"time": t_ms * 1_000_000, "process": process, "type": kind, "f": f, "value": value}))
+    }
+
+    fn nemesis(&mut self, t_ms: u64, f: &str, value: Value) -> u64 {
+        self.op(t_ms, json!("nemesis"), "info", f, value)
+    }
+
+    fn send(
+        &mut self,
+        t_ms: u64,
+        process: u64,
+        key: &str,
+        offset: u64,
+        value: i64,
+        hw: u64,
+    ) -> u64 {
+        self.op(
+            t_ms,
+            json!(process),
+            "invoke",
+            "send",
+            json!([["send", key, value]]),
+        );
+        let i = self.op(
+            t_ms + 3,
+            json!(process),
+            "ok",
+            "send",
+            json!([["send", key, [offset, value]]]),
+        );
+        self.lines[i as usize]["high_watermarks"] = json!({ key: hw });
+        i
+    }
+
+    fn poll(&mut self, t_ms: u64, process: u64, key: &str, records: Value, hw: u64) -> u64 {
+        self.op(t_ms, json!(process), "invoke", "poll", json!([["poll"]]));
+        let i = self.op(
+            t_ms + 5,
+            json!(process),
+            "ok",
+            "poll",
+            json!([["poll", { key: records }]]),
+        );
+        self.lines[i as usize]["high_watermarks"] = json!({ key: hw });
+        i
+    }
+
+    fn write(&self, path: &Path) {
+        let text: Vec<String> = self.lines.iter().map(Value::to_string).collect();
+        std::fs::write(path, text.join("\n") + "\n").unwrap();
+    }
+}
+
+/// Indexes the examples refer to, for the assertions.
+struct Fixture {
+    lost_ack: u64,
+    lost_read: u64,
+    regression: u64,
+    regression_prior: u64,
+}
+
+fn write_json(path: &Path, v: &Value) {
+    std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+/// A run of 20 s with every kind of fault, a lost write, a high-watermark regression, a
+/// failed and an indeterminate send, and ISR samples.
+fn fixture_run(dir: &Path, cell: &str, valid: bool) -> Fixture {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut h = History { lines: Vec::new() };
+    h.send(100, 1, "t0/0", 0, 100, 1);
+    h.send(200, 1, "t0/0", 1, 101, 2);
+    h.nemesis(1_000, "start-kill", json!(["n1"]));
+    let lost_ack = h.send(1_500, 1, "t0/0", 2, 102, 3);
+    h.send(1_600, 1, "t0/1", 0, 200, 1);
+    h.nemesis(3_000, "stop-kill", json!(["n1"]));
+    h.nemesis(4_000, "start-pause", json!(["n2"]));
+    // A send that failed and one that timed out.
+    h.op(
+        4_100,
+        json!(1),
+        "invoke",
+        "send",
+        json!([["send", "t0/1", 201]]),
+    );
+    h.push(
+        json!({"time": 4_150_000_000u64, "process": 1, "type": "fail", "f": "send",
+                  "value": [["send", "t0/1", 201]], "error": "NOT_ENOUGH_REPLICAS"}),
+    );
+    h.op(
+        4_200,
+        json!(1),
+        "invoke",
+        "send",
+        json!([["send", "t0/1", 202]]),
+    );
+    h.op(
+        9_200,
+        json!(1),
+        "info",
+        "send",
+        json!([["send", "t0/1", 202]]),
+    );
+    h.nemesis(6_000, "stop-pause", json!(["n2"]));
+    let regression_prior = h.poll(7_000, 2, "t0/0", json!([[0, 100], [1, 101], [2, 102]]), 3);
+    h.nemesis(8_000, "start-partition", json!({"n1": ["n2", "n3"]}));
+    let regression = h.poll(9_000, 2, "t0/0", json!([]), 2);
+    h.nemesis(12_000, "stop-partition", json!({}));
+    h.nemesis(12_500, "compact-logs", json!(null));
+    h.send(13_000, 3, "t0/0", 2, 103, 3);
+    let lost_read = h.poll(19_000, 2, "t0/0", json!([[0, 100], [1, 101], [2, 103]]), 3);
+    h.write(&dir.join("history.jsonl"));
+
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "name": "fixture", "seed": 42, "time_limit_s": 20, "acks": "all",
+            "nemesis": "kill,pause,partition", "nodes": ["n1", "n2", "n3"],
+            "settings": {"min.insync.replicas": 2, "unclean.leader.election.enable": true},
+            "command": ["tidewater", "run", "--seed", "42", "--name", "fixture"],
+            "matrix_cell": cell
+        }),
+    );
+    // A valid run lost nothing; an invalid one lost the write acknowledged at `lost_ack`.
+    let lost_examples = if valid {
+        json!([])
+    } else {
+        json!([{"key": "t0/0", "offset": 2, "value": 102, "acks": "all",
+                "ack-index": lost_ack, "read-index": lost_read}])
+    };
+    write_json(
+        &dir.join("results.json"),
+        &json!({
+            "valid": valid,
+            "anomalies": {
+                "lost-write": {
+                    "count": u64::from(!valid), "violation": !valid,
+                    "note": "acks=all with min.insync.replicas=2 must not lose acknowledged writes",
+                    "examples": lost_examples
+                },
+                "hw-regression": {
+                    "count": 1, "violation": false, "note": "visibility-only",
+                    "examples": [{"key": "t0/0", "index": regression, "hw": 2,
+                                  "prior-hw": 3, "prior-index": regression_prior,
+                                  "class": "visibility-only"}]
+                },
+                "unseen": {"count": 0, "examples": []}
+            },
+            "stats": {"unseen_series": [[0, 0], [2_000_000_000u64, 1], [19_000_000_000u64, 0]]}
+        }),
+    );
+    let mut samples = String::new();
+    for (t_s, isr) in [
+        (0u64, vec!["n1", "n2", "n3"]),
+        (1, vec!["n2", "n3"]),
+        (5, vec!["n3"]),
+        (14, vec!["n1", "n2", "n3"]),
+    ] {
+        for key in ["t0/0", "t0/1"] {
+            let leader = json!({"time": t_s * 1_000_000_000, "key": key, "isr": isr, "leader": "n3",
+                                "leader_epoch": 2, "high_watermark": 2, "node": "n3"});
+            let follower = json!({"time": t_s * 1_000_000_000, "key": key, "isr": ["n1"], "leader": "n3",
+                                  "high_watermark": 1, "node": "n1"});
+            samples.push_str(&format!("{leader}\n{follower}\n"));
+        }
+    }
+    std::fs::write(dir.join("samples.jsonl"), samples).unwrap();
+    Fixture {
+        lost_ack,
+        lost_read,
+        regression,
+        regression_prior,
+    }
+}
+
+/// The HTML of the element with `id` (up to the end of its figure).
+fn figure<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!("<figure id=\"{id}\""))
+        .unwrap_or_else(|| panic!("{id} missing"));
+    let end = html[start..].find("</figure>").unwrap() + start;
+    &html[start..end]
+}
+
+#[test]
+fn report_shows_every_anomaly_with_examples_and_every_plot_with_fault_bands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("fixture/20261130T230000Z");
+    let fx = fixture_run(&dir, "cell-a", false);
+    let path = render_run(&dir).unwrap();
+    assert_eq!(path, dir.join("report.html"));
+    let html = std::fs::read_to_string(&path).unwrap();
+
+    // Verdict and settings.
+    assert!(html.contains("<span class=\"verdict invalid\">invalid</span>"));
+    assert!(html.contains("min.insync.replicas"));
+    assert!(html.contains("unclean.leader.election.enable"));
+    assert!(html.contains("<pre id=\"reproduce\">tidewater run --seed 42 --name fixture</pre>"));
+
+    // Every anomaly, with its count and examples, and links to the ops they name.
+    for (name, count) in [("lost-write", 1), ("hw-regression", 1), ("unseen", 0)] {
+        assert!(
+            html.contains(&format!(
+                "<div id=\"anomaly-{name}\" class=\"anomaly\"><h3>{name}: {count} "
+            )),
+            "{name}"
+        );
+    }
+    assert!(html.contains("id=\"anomaly-lost-write-0\""));
+    assert!(html.contains("<code>102</code>"), "the lost value is shown");
+    assert!(html.contains("id=\"anomaly-hw-regression-0\""));
+    assert!(html.contains("visibility-only"));
+    for i in [
+        fx.lost_ack,
+        fx.lost_read,
+        fx.regression,
+        fx.regression_prior,
+    ] {
+        assert!(
+            html.contains(&format!("<a href=\"#op-{i}\">#{i}</a>")),
+            "link to op {i}"
+        );
+        let row = format!("<tr id=\"op-{i}\">");
+        let at = html
+            .find(&row)
+            .unwrap_or_else(|| panic!("anchor for op {i}"));
+        let row_html = &html[at..at + html[at..].find("</tr>").unwrap()];
+        assert!(
+            row_html.contains(&format!("&quot;index&quot;:{i},")),
+            "{row_html}"
+        );
+    }
+    // The invocation of a referenced completion is listed too.
+    assert!(html.contains(&format!("<tr id=\"op-{}\">", fx.lost_ack - 1)));
+
+    // Every plot, as inline SVG; time plots shade each fault kind in its own colour.
+    for id in PLOT_IDS {
+        let fig = figure(&html, id);
+        assert!(fig.contains("<svg width="), "{id} has an SVG");
+        assert!(fig.contains("<text"), "{id} has labels");
+        if id == "plot-lost-writes" {
+            continue; // offsets on x: no time, no fault windows
+        }
+        for kind in [FaultKind::Kill, FaultKind::Pause, FaultKind::Partition] {
+            assert!(
+                fig.contains(&format!("fill=\"{}\"", svg_hex(kind.rgb()))),
+                "{id} shades {kind:?}"
+            );
+            assert!(
+                fig.contains(&format!("{} (fault)", kind.label())),
+                "{id} legend names {kind:?}"
+            );
+        }
+    }
+    assert!(figure(&html, "plot-hw").contains("1 observations went back"));
+    assert!(figure(&html, "plot-lost-writes").contains("1 lost acknowledged writes"));
+
+    // Summary: 6 sends invoked: 4 ok, 1 fail, 1 info.
+    assert!(html.contains(
+        "<tr><td>send</td><td class=\"num\">7</td><td class=\"num\">5</td><td class=\"num\">1</td><td class=\"num\">1</td>"
+    ), "send summary row");
+    // Fault table: the three windows and the unknown nemesis function.
+    assert!(html.contains("compact-logs"));
+
+    // Self-contained.
+    for needle in ["http://", "https://", "src=", "<script", "<link", "url("] {
+        assert!(!html.contains(needle), "found {needle}");
+    }
+    assert!(html.len() < 1_000_000);
+}
+
+#[test]
+fn report_of_a_run_without_results_or_samples_still_renders_every_plot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t/1");
+    fixture_run(&dir, "c", true);
+    std::fs::remove_file(dir.join("results.json")).unwrap();
+    std::fs::remove_file(dir.join("samples.jsonl")).unwrap();
+    let html = std::fs::read_to_string(render_run(&dir).unwrap()).unwrap();
+    assert!(html.contains("not checked"));
+    for id in PLOT_IDS {
+        assert!(figure(&html, id).contains("<svg"), "{id}");
+    }
+    assert!(figure(&html, "plot-isr").contains("No samples.jsonl in this run."));
+}
+
+#[test]
+fn index_lists_runs_newest_first_with_verdicts_and_cell_trends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path();
+    fixture_run(&store.join("fixture/20261129T230000Z"), "cell-a", true);
+    fixture_run(&store.join("fixture/20261130T230000Z"), "cell-a", false);
+    fixture_run(&store.join("other test/20261128T230000Z"), "cell-b", true);
+    render_run(&store.join("fixture/20261130T230000Z")).unwrap();
+    // A run in progress: history only.
+    std::fs::create_dir_all(store.join("fixture/20261201T000000Z")).unwrap();
+    std::fs::write(store.join("fixture/20261201T000000Z/history.jsonl"), "").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(store.join("fixture/20261130T230000Z"), store.join("latest"))
+        .unwrap();
+
+    let html = std::fs::read_to_string(render_index(store).unwrap()).unwrap();
+    let order: Vec<usize> = [
+        "20261201T000000Z",
+        "20261130T230000Z",
+        "20261129T230000Z",
+        "20261128T230000Z",
+    ]
+    .iter()
+    .map(|ts| {
+        html.find(&format!(">{ts}</a>"))
+            .unwrap_or_else(|| panic!("{ts} listed"))
+    })
+    .collect();
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "newest first: {order:?}"
+    );
+    assert!(html.contains("<a href=\"fixture/20261130T230000Z/report.html\">"));
+    assert!(
+        html.contains("<a href=\"fixture/20261129T230000Z/\">"),
+        "no report yet: link the directory"
+    );
+    assert!(html.contains("<a href=\"other%20test/20261128T230000Z/\">"));
+    assert_eq!(
+        html.matches("<span class=\"verdict invalid\">").count(),
+        2,
+        "run row and cell-a's latest"
+    );
+    assert!(html.contains("not checked"));
+    assert!(html.contains("acks=all, nemesis=kill,pause,partition, min.insync.replicas=2"));
+    assert!(html.contains("<strong style=\"color:#c62828\">lost-write 1</strong>"));
+    // Trends: cell-a has two runs, oldest (valid) first.
+    let trends = &html[html.find("id=\"trends\"").unwrap()..html.find("id=\"runs\"").unwrap()];
+    let a = &trends[trends.find("cell-a").unwrap()..trends.find("cell-b").unwrap()];
+    let valid = a.find("<a class=\"valid\"").unwrap();
+    let invalid = a.find("<a class=\"invalid\"").unwrap();
+    assert!(valid < invalid, "oldest to newest");
+    assert_eq!(html.matches("title=\"20261128T230000Z valid\"").count(), 1);
+    assert!(!html.contains("http"));
+}
+
+fn cell(
+    label: &str,
+    settings: &[(&str, &str)],
+    expectation: Expectation,
+    runs: Vec<RunOutcome>,
+) -> CellInput {
+    CellInput {
+        label: label.into(),
+        settings: settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+        expectation,
+        runs,
+    }
+}
+
+#[test]
+fn matrix_page_and_junit_follow_the_expectations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let lossy = store.join("durability/a/1");
+    let clean = store.join("durability/b/1");
+    fixture_run(&lossy, "a", false);
+    fixture_run(&clean, "b", true);
+    render_run(&lossy).unwrap();
+    let strict = Expectation {
+        description: "no lost acknowledged write".into(),
+        lost_writes_max: Some(0),
+        ..Expectation::default()
+    };
+    let input = MatrixInput {
+        title: "durability".into(),
+        cells: vec![
+            cell(
+                "acks=all mir=2",
+                &[("acks", "all"), ("min.insync.replicas", "2")],
+                strict.clone(),
+                vec![RunOutcome::Completed(lossy.clone())],
+            ),
+            cell(
+                "acks=1 mir=1",
+                &[("acks", "1"), ("min.insync.replicas", "1")],
+                Expectation::default(),
+                vec![
+                    RunOutcome::Completed(clean.clone()),
+                    RunOutcome::Errored {
+                        run_dir: None,
+                        error: "broker n2 did not start".into(),
+                    },
+                ],
+            ),
+        ],
+    };
+    let summary = summarize_matrix(&input).unwrap();
+    let a = &summary.cells[0];
+    assert_eq!(
+        (
+            a.lost_writes_total,
+            a.runs_with_lost_writes,
+            a.hw_regressions_total
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(
+        a.failures,
+        vec!["1 lost acknowledged writes (allowed: 0)".to_string()]
+    );
+    // 7 sends invoked per run, 5 ok.
+    assert_eq!((a.sends_invoked, a.sends_ok), (7, 5));
+    assert_eq!(a.send_latency_p50_ns, Some(3_000_000));
+    let b = &summary.cells[1];
+    assert!(b.expectation_held());
+    assert_eq!(b.runs_errored(), 1);
+    assert_eq!(summary.exit_code(), 1);
+
+    let out = store.join("matrix/durability");
+    let html = std::fs::read_to_string(render_matrix(&summary, &out).unwrap()).unwrap();
+    for id in [
+        "chart-lost-writes",
+        "chart-availability",
+        "chart-latency",
+        "chart-hw-regressions",
+    ] {
+        assert!(figure(&html, id).contains("<svg"), "{id}");
+    }
+    assert!(html.contains("<a href=\"../../durability/a/1/report.html\">"));
+    assert!(html.contains("<a href=\"../../durability/b/1/\">"));
+    assert!(html.contains("71.4%"), "availability 5/7");
+    assert!(html.contains("broker n2 did not start"));
+    assert!(!html.contains("http"));
+
+    let xml = junit_xml(&summary);
+    assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"));
+    assert!(xml.contains("<testsuite name=\"durability\" tests=\"2\" failures=\"1\" errors=\"1\">"));
+    assert!(xml.contains(
+        "<failure message=\"expectation failed: no lost acknowledged write\">1 lost acknowledged writes (allowed: 0)</failure>"
+    ));
+    assert!(
+        xml.contains("<error message=\"1 of 2 runs errored\">-: broker n2 did not start</error>")
+    );
+
+    // The same matrix without the lossy run and the errored one passes.
+    let passing = MatrixInput {
+        title: "durability".into(),
+        cells: vec![cell(
+            "acks=all",
+            &[],
+            strict,
+            vec![RunOutcome::Completed(clean)],
+        )],
+    };
+    let summary = summarize_matrix(&passing).unwrap();
+    assert_eq!(summary.exit_code(), 0);
+    assert!(junit_xml(&summary).contains("failures=\"0\" errors=\"0\""));
+}
