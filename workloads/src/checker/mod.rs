@@ -1,0 +1,753 @@
+//! The checkers: from a history (and the run's settings) to a verdict with anomalies.
+//!
+//! # Layout
+//! - `settings`: [`CheckSettings`] and the policy deciding which anomalies are violations.
+//! - `order`: per-process order (`poll-skip`, `nonmonotonic-*`, `int-*`).
+//! - `watermark`: `hw-regression`.
+//! - `values`: the end-of-history passes over every value and offset (`lost-write`, `unseen`,
+//!   `duplicate`, `aborted-read`, `unexpected`, skip resolution, regression classes).
+//! - `found`: bounded collections of examples.
+//! - `gen`: a generator of large, correct histories (benchmarks and property tests).
+//!
+//! [`Checker`] is streaming: `observe` each op in history order, then `finish`. It keeps one
+//! small record per sent value and per known offset, never the ops themselves, so a history
+//! of millions of ops is checked without holding it. [`check`] and [`check_file`] are built on
+//! it. Definitions of every anomaly: `docs/checkers.md`.
+
+mod found;
+mod fxhash;
+pub mod gen;
+mod order;
+mod settings;
+mod values;
+mod watermark;
+
+pub use settings::{Acks, CheckSettings, Judgement};
+
+use crate::history::{Op, OpType, Process, Val};
+use crate::results::CheckResults;
+use found::Findings;
+use fxhash::FxHashMap;
+use order::{Order, Stream};
+use serde_json::{json, Map, Value};
+use std::io::BufRead;
+use std::path::Path;
+use watermark::Watermarks;
+
+/// "No value": offsets and op indexes are u64 and this one never occurs in a real history.
+const NONE: u64 = u64::MAX;
+
+/// At most this many history problems (malformed ops, ...) are kept as messages.
+const PROBLEMS_MAX: usize = 20;
+
+/// At most this many points in `stats.unseen_series`; when exceeded, every other point is
+/// dropped and the sampling interval doubles.
+const UNSEEN_POINTS_MAX: usize = 2000;
+
+/// The first sampling interval of `stats.unseen_series`: 100 ms.
+const UNSEEN_INTERVAL_NS: u64 = 100_000_000;
+
+/// Checks a whole history held in memory.
+pub fn check(history: &[Op], settings: &CheckSettings) -> CheckResults {
+    let mut checker = Checker::new(settings.clone());
+    for op in history {
+        checker.observe(op);
+    }
+    checker.finish()
+}
+
+/// Checks a JSON Lines history file, streaming it. A line that is not a valid op is counted
+/// as a problem (the verdict becomes at best `unknown`); only I/O errors fail.
+pub fn check_file(
+    path: impl AsRef<Path>,
+    settings: &CheckSettings,
+) -> std::io::Result<CheckResults> {
+    let file = std::fs::File::open(path)?;
+    check_reader(std::io::BufReader::with_capacity(1 << 20, file), settings)
+}
+
+/// Checks a JSON Lines history from any reader, streaming it (see [`check_file`]).
+pub fn check_reader(
+    mut reader: impl BufRead,
+    settings: &CheckSettings,
+) -> std::io::Result<CheckResults> {
+    let mut checker = Checker::new(settings.clone());
+    let mut line = String::new();
+    let mut line_number = 0u64;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            break;
+        }
+        line_number += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Op>(&line) {
+            Ok(op) => checker.observe(&op),
+            Err(e) => checker.problem(format!("line {line_number}: {e}")),
+        }
+    }
+    Ok(checker.finish())
+}
+
+/// What became of a sent value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Never invoked as a send (only read, or only seen in a completion).
+    NotSent,
+    /// Invoked, no completion yet (or none ever: the history ended).
+    Pending,
+    /// Acknowledged.
+    Ok,
+    /// Certainly not written.
+    Fail,
+    /// Indeterminate.
+    Info,
+}
+
+/// Everything the checker remembers about one value. One per sent or read value, so it is
+/// kept small: offsets and op indexes use [`NONE`] instead of `Option`.
+#[derive(Debug, Clone, Copy)]
+struct ValueState {
+    /// Interned key it was sent to (or first read from).
+    key: u32,
+    /// What became of its send.
+    outcome: Outcome,
+    /// Index of the send's invoke.
+    invoke_op: u64,
+    /// Index of the ok completion.
+    ack_op: u64,
+    /// Offset the ok completion reported.
+    ack_offset: u64,
+    /// Lowest and highest offset at which it was acknowledged or read ("first and last
+    /// position"): they differ exactly when the value is a duplicate.
+    min_offset: u64,
+    max_offset: u64,
+    /// First op of any completion type that read it, and the offset it was read at.
+    first_read_op: u64,
+    first_read_offset: u64,
+    /// Key it was first read from (to spot a value read on another key than sent to).
+    first_read_key: u32,
+    /// Read by an ok op.
+    read_ok: bool,
+    /// Read by an ok final read.
+    read_final: bool,
+    /// Counted in the running unseen count (acknowledged before any ok read saw it).
+    unseen_counted: bool,
+}
+
+impl ValueState {
+    fn new(key: u32) -> ValueState {
+        ValueState {
+            key,
+            outcome: Outcome::NotSent,
+            invoke_op: NONE,
+            ack_op: NONE,
+            ack_offset: NONE,
+            min_offset: NONE,
+            max_offset: NONE,
+            first_read_op: NONE,
+            first_read_offset: NONE,
+            first_read_key: u32::MAX,
+            read_ok: false,
+            read_final: false,
+            unseen_counted: false,
+        }
+    }
+
+    fn note_offset(&mut self, offset: u64) {
+        if self.min_offset == NONE || offset < self.min_offset {
+            self.min_offset = offset;
+        }
+        if self.max_offset == NONE || offset > self.max_offset {
+            self.max_offset = offset;
+        }
+    }
+}
+
+/// Everything the checker remembers about one key.
+#[derive(Debug, Default)]
+struct KeyState {
+    /// `topic/partition`.
+    name: String,
+    /// The first value seen at each offset, and the op that showed it. This is the offset map:
+    /// reads of every completion type, ok sends and proven info sends feed it.
+    at_offset: FxHashMap<u64, (Val, u64)>,
+    /// Offsets already reported as inconsistent, so each is reported once.
+    conflicted: Vec<u64>,
+    /// Running maximum offset returned by ok reads (and final high watermark - 1), as steps
+    /// (op index, max offset): finds the first read that proves a loss.
+    reach: Vec<(u64, u64)>,
+    /// Highest high watermark reported by an ok final read.
+    final_hw: Option<u64>,
+    /// Highest log start offset reported by an ok final read: records below it may have been
+    /// deleted by retention, so their absence proves nothing.
+    final_log_start: u64,
+    /// Records returned by ok final reads.
+    final_records: u64,
+    /// True when some ok final read covered this key.
+    final_read: bool,
+}
+
+impl KeyState {
+    fn extend_reach(&mut self, op: u64, offset: u64) {
+        if self.reach.last().map_or(true, |&(_, max)| offset > max) {
+            self.reach.push((op, offset));
+        }
+    }
+
+    fn reach_max(&self) -> Option<u64> {
+        self.reach.last().map(|&(_, max)| max)
+    }
+
+    /// The first ok read whose reach is at or beyond `offset`.
+    fn proving_read(&self, offset: u64) -> Option<u64> {
+        let i = self.reach.partition_point(|&(_, max)| max < offset);
+        self.reach.get(i).map(|&(op, _)| op)
+    }
+}
+
+/// An invoke waiting for its completion.
+#[derive(Debug, Default)]
+struct Pending {
+    /// Index of the invoke.
+    invoke_op: u64,
+    /// Values the invoke sends, with their interned keys.
+    sends: Vec<(u32, Val)>,
+}
+
+/// Counters for `stats`.
+#[derive(Debug, Default)]
+struct Counters {
+    ops: u64,
+    /// Per `f`: counts of invoke, ok, fail, info.
+    by_f: Vec<(String, [u64; 4])>,
+    ok_polls: u64,
+    records_read: u64,
+    final_ops: u64,
+    final_ok: u64,
+    last_time_ns: u64,
+}
+
+impl Counters {
+    fn count(&mut self, f: &str, kind: OpType) {
+        self.ops += 1;
+        let slot = match kind {
+            OpType::Invoke => 0,
+            OpType::Ok => 1,
+            OpType::Fail => 2,
+            OpType::Info => 3,
+        };
+        match self.by_f.iter_mut().find(|(name, _)| name == f) {
+            Some((_, counts)) => counts[slot] += 1,
+            None => {
+                let mut counts = [0; 4];
+                counts[slot] = 1;
+                self.by_f.push((f.to_string(), counts));
+            }
+        }
+    }
+}
+
+/// The number of acknowledged values not yet read, sampled over time.
+#[derive(Debug)]
+struct UnseenSeries {
+    count: i64,
+    points: Vec<[u64; 2]>,
+    interval_ns: u64,
+    next_ns: u64,
+}
+
+impl UnseenSeries {
+    fn new() -> UnseenSeries {
+        UnseenSeries {
+            count: 0,
+            points: Vec::new(),
+            interval_ns: UNSEEN_INTERVAL_NS,
+            next_ns: 0,
+        }
+    }
+
+    fn sample(&mut self, time_ns: u64) {
+        if time_ns < self.next_ns {
+            return;
+        }
+        self.points.push([time_ns, self.count.max(0) as u64]);
+        self.next_ns = time_ns.saturating_add(self.interval_ns);
+        if self.points.len() > UNSEEN_POINTS_MAX {
+            let mut i = 0;
+            self.points.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.interval_ns = self.interval_ns.saturating_mul(2);
+        }
+    }
+}
+
+/// The streaming checker: `observe` every op in history order, then `finish`.
+#[derive(Debug)]
+pub struct Checker {
+    settings: CheckSettings,
+    /// Key name -> interned id (index into `keys`).
+    key_ids: std::collections::HashMap<String, u32>,
+    keys: Vec<KeyState>,
+    values: FxHashMap<Val, ValueState>,
+    /// By client process number.
+    pending: FxHashMap<u64, Pending>,
+    order: Order,
+    watermarks: Watermarks,
+    findings: Findings,
+    counters: Counters,
+    unseen: UnseenSeries,
+    /// Offsets reported by info sends: they join the offset map at the end if proven.
+    info_offsets: Vec<(u32, u64, Val, u64)>,
+    /// Messages about ops that do not follow the format (bounded), and their count.
+    problems: Vec<String>,
+    problem_count: u64,
+}
+
+/// A micro-op borrowed from an op's JSON value, without allocating.
+enum Micro<'a> {
+    Send {
+        key: &'a str,
+        offset: Option<u64>,
+        value: Val,
+    },
+    Poll(Option<&'a Map<String, Value>>),
+}
+
+fn parse_micro(v: &Value) -> Option<Micro<'_>> {
+    let arr = v.as_array()?;
+    match arr.first()?.as_str()? {
+        "send" => {
+            let key = arr.get(1)?.as_str()?;
+            match arr.get(2)? {
+                Value::Array(pair) if pair.len() == 2 => {
+                    let offset = match &pair[0] {
+                        Value::Null => None,
+                        o => Some(o.as_u64()?),
+                    };
+                    Some(Micro::Send {
+                        key,
+                        offset,
+                        value: pair[1].as_i64()?,
+                    })
+                }
+                x => Some(Micro::Send {
+                    key,
+                    offset: None,
+                    value: x.as_i64()?,
+                }),
+            }
+        }
+        "poll" => match arr.get(1) {
+            None | Some(Value::Null) => Some(Micro::Poll(None)),
+            Some(m) => Some(Micro::Poll(Some(m.as_object()?))),
+        },
+        _ => None,
+    }
+}
+
+impl Checker {
+    /// A checker judging by `settings`.
+    pub fn new(settings: CheckSettings) -> Checker {
+        Checker {
+            findings: Findings::new(settings.examples_max),
+            settings,
+            key_ids: Default::default(),
+            keys: Vec::new(),
+            values: FxHashMap::default(),
+            pending: FxHashMap::default(),
+            order: Order::default(),
+            watermarks: Watermarks::default(),
+            counters: Counters::default(),
+            unseen: UnseenSeries::new(),
+            info_offsets: Vec::new(),
+            problems: Vec::new(),
+            problem_count: 0,
+        }
+    }
+
+    /// Records a problem with the history itself (the verdict can then be at best unknown).
+    pub fn problem(&mut self, message: String) {
+        self.problem_count += 1;
+        if self.problems.len() < PROBLEMS_MAX {
+            self.problems.push(message);
+        }
+    }
+
+    fn key_id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.key_ids.get(name) {
+            return id;
+        }
+        let id = self.keys.len() as u32;
+        self.keys.push(KeyState {
+            name: name.to_string(),
+            ..Default::default()
+        });
+        self.key_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// Feeds one op, in history order.
+    pub fn observe(&mut self, op: &Op) {
+        self.counters.count(&op.f, op.kind);
+        self.counters.last_time_ns = self.counters.last_time_ns.max(op.time);
+        if op.r#final {
+            self.counters.final_ops += 1;
+        }
+        if let Process::Client(process) = op.process {
+            match op.kind {
+                OpType::Invoke => self.invoke(process, op),
+                _ => self.complete(process, op),
+            }
+        }
+        self.unseen.sample(op.time);
+    }
+
+    fn invoke(&mut self, process: u64, op: &Op) {
+        let mut pending = Pending {
+            invoke_op: op.index,
+            sends: Vec::new(),
+        };
+        if let Some(micros) = op.value.as_array() {
+            for m in micros {
+                if let Some(Micro::Send { key, value, .. }) = parse_micro(m) {
+                    let key = self.key_id(key);
+                    let state = self
+                        .values
+                        .entry(value)
+                        .or_insert_with(|| ValueState::new(key));
+                    if state.invoke_op != NONE {
+                        let first = state.invoke_op;
+                        self.problem(format!(
+                            "value {value} sent twice (ops {first} and {}); values must be unique",
+                            op.index
+                        ));
+                        continue;
+                    }
+                    state.invoke_op = op.index;
+                    state.key = key;
+                    if state.outcome == Outcome::NotSent {
+                        state.outcome = Outcome::Pending;
+                    }
+                    pending.sends.push((key, value));
+                }
+            }
+        }
+        if self.pending.insert(process, pending).is_some() {
+            self.problem(format!(
+                "process {process} invoked op {} while its previous op was still pending",
+                op.index
+            ));
+        }
+    }
+
+    fn complete(&mut self, process: u64, op: &Op) {
+        let pending = match self.pending.remove(&process) {
+            Some(p) => p,
+            None => {
+                if op.f != "crash" {
+                    self.problem(format!(
+                        "op {} completes process {process}, which had no pending invoke",
+                        op.index
+                    ));
+                }
+                Pending {
+                    invoke_op: op.index,
+                    sends: Vec::new(),
+                }
+            }
+        };
+        let ok = op.kind == OpType::Ok;
+        if op.r#final && ok {
+            self.counters.final_ok += 1;
+        }
+        match op.f.as_str() {
+            "assign" | "subscribe" => {
+                if ok {
+                    let keys: Vec<u32> = op
+                        .value
+                        .as_array()
+                        .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|k| self.key_id(k))
+                        .collect();
+                    self.order.reassign(process, &keys, op.f == "subscribe");
+                }
+            }
+            _ => self.complete_micro_ops(process, op, &pending),
+        }
+        // Sends of the invoke that the completion did not mention take the completion's type.
+        let outcome = match op.kind {
+            OpType::Ok => Outcome::Ok,
+            OpType::Fail => Outcome::Fail,
+            _ => Outcome::Info,
+        };
+        for &(_, value) in &pending.sends {
+            if let Some(state) = self.values.get_mut(&value) {
+                if state.outcome == Outcome::Pending {
+                    self.settle(value, outcome, op.index);
+                }
+            }
+        }
+        if ok {
+            if let Some(hws) = &op.high_watermarks {
+                for (key, &hw) in hws {
+                    let key = self.key_id(key);
+                    self.watermarks
+                        .observe(key, pending.invoke_op, op.index, hw);
+                    if op.r#final {
+                        let k = &mut self.keys[key as usize];
+                        k.final_hw = Some(k.final_hw.map_or(hw, |h| h.max(hw)));
+                        k.final_read = true;
+                        if hw > 0 {
+                            k.extend_reach(op.index, hw - 1);
+                        }
+                    }
+                }
+            }
+            if op.r#final {
+                if let Some(starts) = &op.log_start_offsets {
+                    for (key, &start) in starts {
+                        let key = self.key_id(key);
+                        let k = &mut self.keys[key as usize];
+                        k.final_log_start = k.final_log_start.max(start);
+                    }
+                }
+            }
+        }
+        if op.kind == OpType::Info {
+            // The process never runs again; its worker continues under a new number.
+            self.order.retire(process);
+        }
+    }
+
+    /// Marks a pending value with its outcome, keeping the unseen count.
+    fn settle(&mut self, value: Val, outcome: Outcome, op: u64) {
+        let Some(state) = self.values.get_mut(&value) else {
+            return;
+        };
+        state.outcome = outcome;
+        if outcome == Outcome::Ok {
+            state.ack_op = op;
+            if !state.read_ok {
+                state.unseen_counted = true;
+                self.unseen.count += 1;
+            }
+        }
+    }
+
+    fn complete_micro_ops(&mut self, process: u64, op: &Op, pending: &Pending) {
+        let Some(micros) = op.value.as_array() else {
+            if op.kind == OpType::Ok {
+                self.problem(format!("op {} value must be a list of micro-ops", op.index));
+            }
+            return;
+        };
+        for m in micros {
+            match parse_micro(m) {
+                Some(Micro::Send { key, offset, value }) => {
+                    self.complete_send(process, op, pending, key, offset, value)
+                }
+                Some(Micro::Poll(Some(records))) => self.complete_poll(process, op, records),
+                Some(Micro::Poll(None)) => {}
+                None => self.problem(format!("op {}: malformed micro-op {m}", op.index)),
+            }
+        }
+    }
+
+    fn complete_send(
+        &mut self,
+        process: u64,
+        op: &Op,
+        pending: &Pending,
+        key: &str,
+        offset: Option<u64>,
+        value: Val,
+    ) {
+        let key_id = self.key_id(key);
+        let state = self
+            .values
+            .entry(value)
+            .or_insert_with(|| ValueState::new(key_id));
+        if state.outcome == Outcome::NotSent || !pending.sends.iter().any(|&(_, v)| v == value) {
+            // A completion mentioning a value its invoke did not send.
+            if state.invoke_op == NONE {
+                state.invoke_op = pending.invoke_op;
+                state.key = key_id;
+            }
+        }
+        match op.kind {
+            OpType::Ok => {
+                if state.outcome == Outcome::Ok {
+                    return;
+                }
+                state.ack_offset = offset.unwrap_or(NONE);
+                self.settle(value, Outcome::Ok, op.index);
+                if let Some(offset) = offset {
+                    self.note_offset(key_id, offset, value, op.index);
+                    let name = &self.keys[key_id as usize].name;
+                    self.order.observe(
+                        process,
+                        key_id,
+                        name,
+                        Stream::Send,
+                        offset,
+                        value,
+                        op.index,
+                        &mut self.findings,
+                    );
+                }
+            }
+            OpType::Fail => self.settle(value, Outcome::Fail, op.index),
+            _ => {
+                self.settle(value, Outcome::Info, op.index);
+                if let Some(offset) = offset {
+                    self.info_offsets.push((key_id, offset, value, op.index));
+                }
+            }
+        }
+    }
+
+    fn complete_poll(&mut self, process: u64, op: &Op, records: &Map<String, Value>) {
+        let ok = op.kind == OpType::Ok;
+        if ok {
+            self.counters.ok_polls += 1;
+        }
+        for (key, pairs) in records {
+            let key_id = self.key_id(key);
+            let Some(pairs) = pairs.as_array() else {
+                self.problem(format!(
+                    "op {}: poll records of {key} must be a list",
+                    op.index
+                ));
+                continue;
+            };
+            if op.r#final && ok {
+                self.keys[key_id as usize].final_read = true;
+            }
+            for pair in pairs {
+                let (Some(offset), Some(value)) = (
+                    pair.get(0).and_then(Value::as_u64),
+                    pair.get(1).and_then(Value::as_i64),
+                ) else {
+                    self.problem(format!("op {}: bad poll record {pair}", op.index));
+                    continue;
+                };
+                self.read(key_id, offset, value, op, ok);
+                if ok {
+                    let name = &self.keys[key_id as usize].name;
+                    self.order.observe(
+                        process,
+                        key_id,
+                        name,
+                        Stream::Poll,
+                        offset,
+                        value,
+                        op.index,
+                        &mut self.findings,
+                    );
+                }
+            }
+        }
+    }
+
+    fn read(&mut self, key: u32, offset: u64, value: Val, op: &Op, ok: bool) {
+        self.counters.records_read += 1;
+        let state = self
+            .values
+            .entry(value)
+            .or_insert_with(|| ValueState::new(key));
+        if state.first_read_op == NONE {
+            state.first_read_op = op.index;
+            state.first_read_offset = offset;
+            state.first_read_key = key;
+        }
+        if ok {
+            if !state.read_ok {
+                state.read_ok = true;
+                if state.unseen_counted {
+                    self.unseen.count -= 1;
+                }
+            }
+            if op.r#final {
+                state.read_final = true;
+            }
+        }
+        let k = &mut self.keys[key as usize];
+        if ok {
+            k.extend_reach(op.index, offset);
+            if op.r#final {
+                k.final_records += 1;
+            }
+        }
+        self.note_offset(key, offset, value, op.index);
+    }
+
+    /// Adds `value` at `offset` to the offset map, reporting a second value at one offset.
+    fn note_offset(&mut self, key: u32, offset: u64, value: Val, op: u64) {
+        if let Some(state) = self.values.get_mut(&value) {
+            state.note_offset(offset);
+        }
+        let k = &mut self.keys[key as usize];
+        let (first, first_op) = *k.at_offset.entry(offset).or_insert((value, op));
+        if first != value && !k.conflicted.contains(&offset) {
+            k.conflicted.push(offset);
+            let name = k.name.clone();
+            self.findings.add("inconsistent-offsets", true, || {
+                json!({"key": name, "offset": offset, "values": [first, value], "ops": [first_op, op]})
+            });
+        }
+    }
+
+    /// Ends the history: resolves what needs the whole history and returns the results.
+    pub fn finish(self) -> CheckResults {
+        values::finish(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micro_ops_parse_without_allocating_and_reject_garbage() {
+        let send = json!(["send", "t0/1", [17, 907]]);
+        assert!(matches!(
+            parse_micro(&send),
+            Some(Micro::Send {
+                key: "t0/1",
+                offset: Some(17),
+                value: 907
+            })
+        ));
+        let invoke = json!(["send", "t0/1", 907]);
+        assert!(matches!(
+            parse_micro(&invoke),
+            Some(Micro::Send { offset: None, .. })
+        ));
+        assert!(matches!(
+            parse_micro(&json!(["poll"])),
+            Some(Micro::Poll(None))
+        ));
+        assert!(parse_micro(&json!(["send", "t0/1", "x"])).is_none());
+        assert!(parse_micro(&json!({"send": 1})).is_none());
+        assert!(parse_micro(&json!(["frob"])).is_none());
+    }
+
+    #[test]
+    fn unseen_series_stays_bounded() {
+        let mut s = UnseenSeries::new();
+        for i in 0..100_000u64 {
+            s.count = i as i64;
+            s.sample(i * UNSEEN_INTERVAL_NS);
+        }
+        assert!(s.points.len() <= UNSEEN_POINTS_MAX, "{}", s.points.len());
+        assert!(s.points.len() > UNSEEN_POINTS_MAX / 4);
+        assert_eq!(s.points[0], [0, 0]);
+    }
+}

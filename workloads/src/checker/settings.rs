@@ -1,0 +1,262 @@
+//! The run settings that decide which anomalies are violations, and the policy itself.
+//!
+//! Every anomaly is always reported; these settings only decide whether it makes the run
+//! invalid, and the `note` of each anomaly says why.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The producer's `acks` setting, Kafka's names: `0`, `1` or `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Acks {
+    /// `acks=0`: the producer does not wait for the leader at all.
+    Zero,
+    /// `acks=1`: the leader acknowledges after its own append.
+    One,
+    /// `acks=all` (or `-1`): the leader acknowledges once the high watermark passes the record.
+    #[default]
+    All,
+}
+
+impl Acks {
+    /// `"0"`, `"1"` or `"all"`, as in Kafka's producer config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Acks::Zero => "0",
+            Acks::One => "1",
+            Acks::All => "all",
+        }
+    }
+}
+
+impl fmt::Display for Acks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Acks {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Acks, String> {
+        match s {
+            "0" => Ok(Acks::Zero),
+            "1" => Ok(Acks::One),
+            "all" | "-1" => Ok(Acks::All),
+            other => Err(format!(
+                "acks must be \"0\", \"1\" or \"all\", got {other:?}"
+            )),
+        }
+    }
+}
+
+impl Serialize for Acks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Acks {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Accept both "all" and the integers 0, 1, -1 that Kafka configs also use.
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => s.parse().map_err(serde::de::Error::custom),
+            serde_json::Value::Number(n) => n.to_string().parse().map_err(serde::de::Error::custom),
+            other => Err(serde::de::Error::custom(format!("bad acks {other}"))),
+        }
+    }
+}
+
+/// What the checker needs to know about a run to judge its anomalies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CheckSettings {
+    /// The producers' `acks`; every acknowledged send is attributed to this level.
+    pub acks: Acks,
+    /// The topics' `min.insync.replicas`.
+    pub min_insync_replicas: u32,
+    /// The topics' replication factor.
+    pub replication_factor: u32,
+    /// `unclean.leader.election.enable`: an out-of-sync replica may become leader.
+    pub unclean_leader_election_enable: bool,
+    /// The broker's unsafe switch: followers truncate to their high watermark on restart
+    /// instead of by leader epoch (pre-KIP-101 Kafka).
+    pub truncate_to_hw: bool,
+    /// The broker's unsafe switch: a new leader serves its lagging high watermark to consumers
+    /// instead of `OFFSET_NOT_AVAILABLE` (pre-KIP-207 Kafka).
+    pub serve_lagging_hw: bool,
+    /// True when the runner's final reads of every partition completed. Without them an
+    /// acknowledged write that was never read may only be delayed, so the verdict can be at
+    /// best `unknown`.
+    pub final_reads_completed: bool,
+    /// True when all sends of one op are appended as one contiguous batch (one produce request
+    /// to one partition); only then is a gap between them (`int-send-skip`) a violation.
+    pub atomic_send_batches: bool,
+    /// At most this many examples are kept per anomaly.
+    pub examples_max: usize,
+}
+
+impl Default for CheckSettings {
+    /// The safe configuration: acks=all, min.insync.replicas=2, replication factor 3, unclean
+    /// election off, no unsafe switches, final reads completed.
+    fn default() -> Self {
+        CheckSettings {
+            acks: Acks::All,
+            min_insync_replicas: 2,
+            replication_factor: 3,
+            unclean_leader_election_enable: false,
+            truncate_to_hw: false,
+            serve_lagging_hw: false,
+            final_reads_completed: true,
+            atomic_send_batches: false,
+            examples_max: 10,
+        }
+    }
+}
+
+/// Whether an anomaly is a violation under some settings, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    /// True when the settings forbid the anomaly.
+    pub violation: bool,
+    /// One sentence saying why.
+    pub note: String,
+}
+
+impl CheckSettings {
+    /// The reasons, under these settings, that acknowledged writes may legitimately be lost
+    /// (empty when none: then a lost write is a bug).
+    pub fn loss_reasons(&self) -> Vec<&'static str> {
+        let mut reasons = Vec::new();
+        match self.acks {
+            Acks::Zero => reasons.push("acks=0 acknowledges before the leader has the record"),
+            Acks::One => reasons.push(
+                "acks=1 may lose acknowledged writes on leader failover (the leader acknowledges before followers have the record)",
+            ),
+            Acks::All => {}
+        }
+        if self.unclean_leader_election_enable {
+            reasons.push(
+                "unclean.leader.election.enable=true lets an out-of-sync replica become leader and discard acknowledged records",
+            );
+        }
+        if self.truncate_to_hw {
+            reasons.push(
+                "truncation to the high watermark (pre-KIP-101) can discard records below the leader's high watermark",
+            );
+        }
+        reasons
+    }
+
+    /// The reasons that records below an acknowledged high watermark may be discarded (the
+    /// high watermark itself regresses with data loss). acks does not matter here: the high
+    /// watermark is the minimum log end over the ISR, so a clean election keeps everything
+    /// below it.
+    fn hw_loss_reasons(&self) -> Vec<&'static str> {
+        self.loss_reasons()
+            .into_iter()
+            .filter(|r| !r.starts_with("acks="))
+            .collect()
+    }
+
+    /// Judges one anomaly by name (`hw-regression` is judged per class by
+    /// [`CheckSettings::judge_hw_regression`]).
+    pub fn judge(&self, name: &str) -> Judgement {
+        let loss = self.loss_reasons();
+        let permitted_by_loss = |what: &str| -> Judgement {
+            if loss.is_empty() {
+                Judgement {
+                    violation: true,
+                    note: format!(
+                        "{what} is forbidden with acks=all, unclean election off and no unsafe switches"
+                    ),
+                }
+            } else {
+                Judgement {
+                    violation: false,
+                    note: format!("expected under these settings: {}", loss.join("; ")),
+                }
+            }
+        };
+        match name {
+            "lost-write" => permitted_by_loss("losing an acknowledged write"),
+            "unseen" => {
+                if !self.final_reads_completed {
+                    Judgement {
+                        violation: false,
+                        note: "the final reads did not complete, so unseen writes may only be delayed"
+                            .into(),
+                    }
+                } else {
+                    let mut j = permitted_by_loss(
+                        "an acknowledged write that even the final reads never returned (it lies beyond the log's end)",
+                    );
+                    if j.violation {
+                        j.note = format!("the final reads covered every partition, so these writes are lost: {}", j.note);
+                    }
+                    j
+                }
+            }
+            "inconsistent-offsets" | "nonmonotonic-send" | "int-nonmonotonic-send" => {
+                permitted_by_loss("reusing an offset (a sign of truncated acknowledged records)")
+            }
+            "poll-skip" | "nonmonotonic-poll" | "int-poll-skip" | "int-nonmonotonic-poll" => {
+                let mut j = permitted_by_loss("a consumer skipping or re-reading records");
+                j.note.push_str(
+                    "; instances on processes that used subscribe are reported but never count (rebalances legitimately move positions)",
+                );
+                j
+            }
+            "int-send-skip" => {
+                if self.atomic_send_batches {
+                    permitted_by_loss("a gap inside one atomically appended batch")
+                } else {
+                    Judgement {
+                        violation: false,
+                        note: "the sends of one op are separate appends, so other producers may interleave".into(),
+                    }
+                }
+            }
+            "duplicate" => Judgement {
+                violation: true,
+                note: "values are sent once, so a value at two offsets means the broker appended it twice".into(),
+            },
+            "aborted-read" => Judgement {
+                violation: true,
+                note: "a failed send certainly had no effect, so its value must never be read".into(),
+            },
+            "unexpected" => Judgement {
+                violation: true,
+                note: "a value that no process ever sent was read".into(),
+            },
+            _ => Judgement { violation: true, note: String::new() },
+        }
+    }
+
+    /// Judges high-watermark regressions of one class: `"visibility-only"` or `"data-loss"`.
+    pub fn judge_hw_regression(&self, class: &str) -> Judgement {
+        let loss = self.hw_loss_reasons();
+        match class {
+            "data-loss" if loss.is_empty() => Judgement {
+                violation: true,
+                note: "records below an acknowledged high watermark were discarded; only unclean election or truncation to the high watermark allow that".into(),
+            },
+            "data-loss" => Judgement {
+                violation: false,
+                note: format!("expected under these settings: {}", loss.join("; ")),
+            },
+            _ if self.serve_lagging_hw => Judgement {
+                violation: false,
+                note: "expected: the broker serves a new leader's lagging high watermark (pre-KIP-207)".into(),
+            },
+            _ if !loss.is_empty() => Judgement {
+                violation: false,
+                note: format!("expected under these settings: {}", loss.join("; ")),
+            },
+            _ => Judgement {
+                violation: true,
+                note: "a consumer saw the high watermark go back although no record was lost; a new leader must answer OFFSET_NOT_AVAILABLE until its high watermark catches up (KIP-207)".into(),
+            },
+        }
+    }
+}

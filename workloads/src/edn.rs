@@ -1,0 +1,1 @@
+//! Jepsen EDN import/export (in progress).

@@ -1,0 +1,648 @@
+//! Hand-built histories for every anomaly: one that must be flagged with the exact offending
+//! values, and a near miss that must not be.
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use tidewater_workloads::checker::{check, check_reader, Acks, CheckSettings};
+use tidewater_workloads::history::{Op, OpType, Process};
+use tidewater_workloads::results::{CheckResults, Validity};
+
+/// Builds a history op by op; indexes and times are assigned in order.
+#[derive(Default)]
+struct H {
+    ops: Vec<Op>,
+}
+
+const K: &str = "t0/0";
+const FINAL_PROCESS: u64 = 1000;
+
+impl H {
+    fn push(&mut self, process: u64, kind: OpType, f: &str, value: Value) -> &mut Op {
+        let index = self.ops.len() as u64;
+        self.ops.push(Op {
+            index,
+            time: index * 200_000_000,
+            process: Process::Client(process),
+            kind,
+            f: f.into(),
+            value,
+            node: None,
+            high_watermarks: None,
+            log_start_offsets: None,
+            error: None,
+            r#final: false,
+        });
+        self.ops.last_mut().unwrap()
+    }
+
+    fn invoke_send(&mut self, p: u64, sends: &[(&str, i64)]) -> &mut Self {
+        let v: Vec<Value> = sends.iter().map(|(k, v)| json!(["send", k, v])).collect();
+        self.push(p, OpType::Invoke, "send", json!(v));
+        self
+    }
+
+    fn ack(&mut self, p: u64, sends: &[(&str, u64, i64)]) -> &mut Self {
+        let v: Vec<Value> = sends
+            .iter()
+            .map(|(k, o, v)| json!(["send", k, [o, v]]))
+            .collect();
+        self.push(p, OpType::Ok, "send", json!(v));
+        self
+    }
+
+    /// Invoke and ok of one send of `value` to `key` acknowledged at `offset`.
+    fn send_ok(&mut self, p: u64, key: &str, offset: u64, value: i64) -> &mut Self {
+        self.invoke_send(p, &[(key, value)])
+            .ack(p, &[(key, offset, value)])
+    }
+
+    fn send_ended(&mut self, p: u64, key: &str, value: i64, kind: OpType) -> &mut Self {
+        self.invoke_send(p, &[(key, value)]);
+        self.push(p, kind, "send", json!([["send", key, value]]))
+            .error = Some("X".into());
+        self
+    }
+
+    fn assign(&mut self, p: u64, keys: &[&str], f: &str) -> &mut Self {
+        self.push(p, OpType::Invoke, f, json!(keys));
+        self.push(p, OpType::Ok, f, json!(keys));
+        self
+    }
+
+    fn poll_with(&mut self, p: u64, records: &[(u64, i64)], hw: Option<u64>, fin: bool) -> u64 {
+        self.push(p, OpType::Invoke, "poll", json!([["poll"]]))
+            .r#final = fin;
+        let recs: Vec<Value> = records.iter().map(|(o, v)| json!([o, v])).collect();
+        let op = self.push(p, OpType::Ok, "poll", json!([["poll", {K: recs}]]));
+        op.r#final = fin;
+        op.high_watermarks = hw.map(|hw| BTreeMap::from([(K.to_string(), hw)]));
+        op.index
+    }
+
+    /// Invoke and ok of a poll of `K` returning `records`; returns the ok's index.
+    fn poll(&mut self, p: u64, records: &[(u64, i64)]) -> u64 {
+        self.poll_with(p, records, None, false)
+    }
+
+    /// The final read of `K`: every record, with the final high watermark.
+    fn final_read(&mut self, records: &[(u64, i64)], hw: u64) -> u64 {
+        self.assign(FINAL_PROCESS, &[K], "assign");
+        self.poll_with(FINAL_PROCESS, records, Some(hw), true)
+    }
+
+    fn check(&self) -> CheckResults {
+        check(&self.ops, &CheckSettings::default())
+    }
+
+    fn check_with(&self, settings: CheckSettings) -> CheckResults {
+        check(&self.ops, &settings)
+    }
+}
+
+fn names(r: &CheckResults) -> Vec<&str> {
+    r.anomalies.keys().map(String::as_str).collect()
+}
+
+/// A log t0/0 = [10, 11, 12, 13, 14] written by process 0 and 1, read by process 2.
+fn five_records() -> H {
+    let mut h = H::default();
+    for (o, v) in (10..15).enumerate() {
+        h.send_ok(o as u64 % 2, K, o as u64, v);
+    }
+    h
+}
+
+const ALL5: [(u64, i64); 5] = [(0, 10), (1, 11), (2, 12), (3, 13), (4, 14)];
+
+#[test]
+fn a_clean_history_is_valid() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5[..2]);
+    h.poll(2, &ALL5[2..]);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert_eq!(r.valid, Validity::Valid, "{:?}", r.anomalies);
+    assert!(r.anomalies.is_empty());
+    assert_eq!(r.stats["sends"]["acked"], 5);
+    assert_eq!(r.stats["final_reads"]["coverage"], 1.0);
+    assert_eq!(r.stats["acked_sends_by_acks"]["all"], 5);
+    assert_eq!(r.stats["ops_by_f"]["send"]["ok"], 5);
+}
+
+#[test]
+fn lost_write_names_value_offset_ack_and_proving_read() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    let proving = h.poll(2, &[(0, 10), (2, 12)]);
+    h.final_read(&[(0, 10), (2, 12), (3, 13), (4, 14)], 5);
+    let r = h.check();
+    assert_eq!(r.valid, Validity::Invalid);
+    let lost = &r.anomalies["lost-write"];
+    assert_eq!(lost.count, 1);
+    assert!(lost.violation);
+    let ex = &lost.examples[0];
+    assert_eq!(ex["value"], 11);
+    assert_eq!(ex["offset"], 1);
+    assert_eq!(ex["key"], K);
+    assert_eq!(ex["acks"], "all");
+    assert_eq!(ex["ack_op"], 3);
+    assert_eq!(ex["proving_read_op"], proving);
+    assert_eq!(r.stats["lost_writes_by_acks"]["all"], 1);
+    // The skip over offset 1 is a poll anomaly of its own.
+    assert_eq!(r.anomalies["int-poll-skip"].count, 2);
+}
+
+#[test]
+fn lost_write_with_acks_1_is_reported_but_expected() {
+    let mut h = five_records();
+    h.final_read(&[(0, 10), (2, 12), (3, 13), (4, 14)], 5);
+    let settings = CheckSettings {
+        acks: Acks::One,
+        ..Default::default()
+    };
+    let r = h.check_with(settings);
+    let lost = &r.anomalies["lost-write"];
+    assert_eq!((lost.count, lost.violation), (1, false));
+    assert!(
+        lost.note.contains("acks=1 may lose acknowledged writes"),
+        "{}",
+        lost.note
+    );
+    assert_eq!(lost.examples[0]["acks"], "1");
+    assert_eq!(r.stats["lost_writes_by_acks"]["1"], 1);
+    // The skip inside the final read is equally expected with acks=1.
+    assert_eq!(r.valid, Validity::Valid, "{:?}", r.anomalies);
+}
+
+#[test]
+fn lost_write_with_unclean_election_is_expected() {
+    let mut h = five_records();
+    h.final_read(&[(0, 10), (2, 12), (3, 13), (4, 14)], 5);
+    let settings = CheckSettings {
+        unclean_leader_election_enable: true,
+        ..Default::default()
+    };
+    let lost = &h.check_with(settings).anomalies["lost-write"];
+    assert!(!lost.violation && lost.note.contains("unclean.leader.election.enable=true"));
+}
+
+#[test]
+fn a_write_beyond_every_read_is_unseen_not_lost() {
+    // Near miss for lost-write: nothing reached offset 4.
+    let mut h = five_records();
+    h.final_read(&ALL5[..4], 4);
+    let r = h.check_with(CheckSettings {
+        final_reads_completed: true,
+        ..Default::default()
+    });
+    assert!(!r.anomalies.contains_key("lost-write"));
+    let unseen = &r.anomalies["unseen"];
+    assert_eq!(unseen.count, 1);
+    assert_eq!(unseen.examples[0]["value"], 14);
+    assert_eq!(unseen.examples[0]["offset"], 4);
+    // The final reads covered the log, so the write is gone: a violation.
+    assert!(unseen.violation, "{}", unseen.note);
+    assert_eq!(r.stats["unseen_final"], 1);
+}
+
+#[test]
+fn unseen_without_final_reads_is_unknown_not_invalid() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5[..3]);
+    let r = h.check_with(CheckSettings {
+        final_reads_completed: false,
+        ..Default::default()
+    });
+    let unseen = &r.anomalies["unseen"];
+    assert_eq!(unseen.count, 2);
+    assert!(!unseen.violation);
+    let values: Vec<&Value> = unseen.examples.iter().map(|e| &e["value"]).collect();
+    assert_eq!(values, [&json!(13), &json!(14)]);
+    assert_eq!(r.valid, Validity::Unknown);
+    // The count over time rises with the acks and falls with the read.
+    let series = r.stats["unseen_series"].as_array().unwrap();
+    let counts: Vec<u64> = series.iter().map(|p| p[1].as_u64().unwrap()).collect();
+    assert_eq!(*counts.iter().max().unwrap(), 5);
+    assert_eq!(*counts.last().unwrap(), 2);
+}
+
+#[test]
+fn info_sends_count_only_when_a_read_proves_them() {
+    let mut h = H::default();
+    h.send_ok(0, K, 0, 10);
+    h.send_ended(1, K, 11, OpType::Info); // proven below
+    h.send_ended(2, K, 12, OpType::Info); // never read: indeterminate, not lost
+    h.send_ok(3, K, 2, 13);
+    h.final_read(&[(0, 10), (1, 11), (2, 13)], 3);
+    let r = h.check();
+    assert_eq!(r.valid, Validity::Valid, "{:?}", r.anomalies);
+    assert_eq!(r.stats["sends"]["info"], 2);
+    assert_eq!(r.stats["sends"]["info_proven"], 1);
+}
+
+#[test]
+fn an_unproven_info_send_leaves_a_gap_that_is_not_a_skip() {
+    // Offset 1 held value 11 from an info send nobody read: the final read skipping it is
+    // fine because no known value lies at offset 1.
+    let mut h = H::default();
+    h.send_ok(0, K, 0, 10);
+    h.send_ended(1, K, 11, OpType::Info);
+    h.send_ok(2, K, 2, 12);
+    h.final_read(&[(0, 10), (2, 12)], 3);
+    let r = h.check();
+    assert_eq!(r.valid, Validity::Valid, "{:?}", r.anomalies);
+}
+
+#[test]
+fn offsets_with_gaps_are_skipped_in_dense_positions() {
+    // Offsets 2..4 hold no known value (compaction, aborted batches): reading 1 then 5 is no
+    // skip, but the unread acknowledged write at offset 6 is lost.
+    let mut h = H::default();
+    for (o, v) in [(0, 10), (1, 11), (5, 15), (6, 16), (7, 17)] {
+        h.send_ok(0, K, o, v);
+    }
+    h.assign(2, &[K], "assign");
+    h.poll(2, &[(0, 10), (1, 11)]);
+    h.poll(2, &[(5, 15)]);
+    h.final_read(&[(0, 10), (1, 11), (5, 15), (7, 17)], 8);
+    let r = h.check();
+    assert_eq!(names(&r), ["int-poll-skip", "lost-write"]);
+    let lost = &r.anomalies["lost-write"].examples[0];
+    assert_eq!((&lost["value"], &lost["offset"]), (&json!(16), &json!(6)));
+    let skip = &r.anomalies["int-poll-skip"].examples[0];
+    assert_eq!(skip["offsets"], json!([5, 7]));
+    assert_eq!(skip["skipped"], json!([[6, 16]]));
+}
+
+#[test]
+fn duplicates_with_inconsistent_offsets() {
+    // 11 was acknowledged at 1 but read at 1 and at 3; offset 3 also holds 13.
+    let mut h = H::default();
+    for (o, v) in [(0, 10), (1, 11), (2, 12), (3, 13)] {
+        h.send_ok(0, K, o, v);
+    }
+    h.assign(2, &[K], "assign");
+    h.poll(2, &[(0, 10), (1, 11), (2, 12)]);
+    h.poll(2, &[(3, 11)]);
+    h.final_read(&[(0, 10), (1, 11), (2, 12), (3, 13)], 4);
+    let r = h.check();
+    assert_eq!(r.valid, Validity::Invalid);
+    let dup = &r.anomalies["duplicate"];
+    assert_eq!(dup.count, 1);
+    assert_eq!(dup.examples[0]["value"], 11);
+    assert_eq!(dup.examples[0]["offsets"], json!([1, 3]));
+    let inc = &r.anomalies["inconsistent-offsets"];
+    assert_eq!(inc.count, 1);
+    assert_eq!(inc.examples[0]["offset"], 3);
+    assert_eq!(inc.examples[0]["values"], json!([13, 11]));
+    assert!(dup.violation && inc.violation);
+    // 13 was read by the final read, so it is not lost despite the conflict.
+    assert!(!r.anomalies.contains_key("lost-write"));
+}
+
+#[test]
+fn one_value_read_many_times_at_one_offset_is_no_duplicate() {
+    let mut h = five_records();
+    for p in 2..5 {
+        h.assign(p, &[K], "assign");
+        h.poll(p, &ALL5);
+    }
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert_eq!(r.stats["reads"]["records"], 20);
+}
+
+#[test]
+fn aborted_read_is_a_failed_send_that_was_read() {
+    let mut h = H::default();
+    h.send_ok(0, K, 0, 10);
+    h.send_ended(1, K, 11, OpType::Fail);
+    h.send_ended(2, K, 12, OpType::Fail); // near miss: failed and never read
+    h.final_read(&[(0, 10), (1, 11)], 2);
+    let r = h.check();
+    assert_eq!(names(&r), ["aborted-read"]);
+    let a = &r.anomalies["aborted-read"];
+    assert_eq!(a.count, 1);
+    assert_eq!(
+        (&a.examples[0]["value"], &a.examples[0]["offset"]),
+        (&json!(11), &json!(1))
+    );
+    assert_eq!(a.examples[0]["send_op"], 2);
+    assert_eq!(r.valid, Validity::Invalid);
+}
+
+#[test]
+fn unexpected_is_a_value_nobody_sent() {
+    let mut h = H::default();
+    h.send_ok(0, K, 0, 10);
+    // Near miss: 11 is read while its send is still pending (invoked, not yet acknowledged).
+    h.invoke_send(1, &[(K, 11)]);
+    h.assign(2, &[K], "assign");
+    h.poll(2, &[(0, 10), (1, 11)]);
+    h.ack(1, &[(K, 1, 11)]);
+    h.final_read(&[(0, 10), (1, 11), (2, 999)], 3);
+    let r = h.check();
+    assert_eq!(names(&r), ["unexpected"]);
+    let u = &r.anomalies["unexpected"];
+    assert_eq!((u.count, &u.examples[0]["value"]), (1, &json!(999)));
+    assert_eq!(u.examples[0]["offset"], 2);
+}
+
+#[test]
+fn a_value_read_on_another_key_is_unexpected() {
+    let mut h = H::default();
+    h.send_ok(0, "t0/1", 0, 10);
+    h.final_read(&[(0, 10)], 1);
+    let r = h.check();
+    let u = &r.anomalies["unexpected"];
+    assert_eq!(u.examples[0]["sent_to"], "t0/1");
+    assert_eq!(u.examples[0]["key"], K);
+}
+
+#[test]
+fn poll_skip_across_polls_of_one_process() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    let first = h.poll(2, &ALL5[..2]);
+    let second = h.poll(2, &ALL5[3..]);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert_eq!(names(&r), ["poll-skip"]);
+    let s = &r.anomalies["poll-skip"];
+    assert!(s.violation);
+    assert_eq!(s.examples[0]["offsets"], json!([1, 3]));
+    assert_eq!(s.examples[0]["skipped"], json!([[2, 12]]));
+    assert_eq!(s.examples[0]["ops"], json!([first, second]));
+    assert_eq!(s.examples[0]["process"], 2);
+}
+
+#[test]
+fn reassigning_resets_what_a_process_remembers() {
+    // Near miss: the process let go of the key in between, so starting at 3 is no skip.
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5[..2]);
+    h.assign(2, &["t0/1"], "assign");
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5[3..]);
+    h.final_read(&ALL5, 5);
+    assert!(h.check().anomalies.is_empty());
+}
+
+#[test]
+fn keeping_a_key_across_assigns_keeps_its_position() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5[..2]);
+    h.assign(2, &[K, "t0/1"], "assign");
+    h.poll(2, &ALL5[3..]);
+    h.final_read(&ALL5, 5);
+    assert_eq!(names(&h.check()), ["poll-skip"]);
+}
+
+#[test]
+fn nonmonotonic_poll_goes_back() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5[..3]);
+    h.poll(2, &ALL5[1..3]);
+    // Near miss: another process reading the same records is not going back.
+    h.assign(3, &[K], "assign");
+    h.poll(3, &ALL5[1..]);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert_eq!(names(&r), ["nonmonotonic-poll"]);
+    let n = &r.anomalies["nonmonotonic-poll"];
+    assert_eq!(n.count, 1);
+    assert_eq!(n.examples[0]["offsets"], json!([2, 1]));
+    assert_eq!(n.examples[0]["value"], 11);
+    assert!(n.violation);
+}
+
+#[test]
+fn poll_anomalies_under_subscribe_are_reported_but_not_violations() {
+    let mut h = five_records();
+    h.assign(2, &[K], "subscribe");
+    h.poll(2, &ALL5[..3]);
+    h.poll(2, &ALL5[1..3]);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    let n = &r.anomalies["nonmonotonic-poll"];
+    assert_eq!((n.count, n.violation), (1, false));
+    assert_eq!(n.examples[0]["subscribe"], true);
+    assert_eq!(r.valid, Validity::Valid);
+}
+
+#[test]
+fn int_poll_skip_within_one_poll() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &[(0, 10), (2, 12)]);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert_eq!(names(&r), ["int-poll-skip"]);
+    let s = &r.anomalies["int-poll-skip"].examples[0];
+    assert_eq!(
+        (&s["offsets"], &s["skipped"]),
+        (&json!([0, 2]), &json!([[1, 11]]))
+    );
+}
+
+#[test]
+fn int_poll_gap_without_known_values_is_no_skip() {
+    let mut h = H::default();
+    h.send_ok(0, K, 0, 10);
+    h.send_ok(0, K, 2, 12);
+    h.assign(2, &[K], "assign");
+    h.poll(2, &[(0, 10), (2, 12)]);
+    h.final_read(&[(0, 10), (2, 12)], 3);
+    assert!(h.check().anomalies.is_empty());
+}
+
+#[test]
+fn int_nonmonotonic_poll_within_one_poll() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &[(1, 11), (0, 10)]);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert_eq!(names(&r), ["int-nonmonotonic-poll"]);
+    assert_eq!(
+        r.anomalies["int-nonmonotonic-poll"].examples[0]["offsets"],
+        json!([1, 0])
+    );
+}
+
+#[test]
+fn nonmonotonic_send_by_one_process() {
+    let mut h = H::default();
+    h.send_ok(0, K, 1, 11);
+    h.send_ok(0, K, 0, 10);
+    // Near miss: a different process acknowledged at a lower offset.
+    h.send_ok(1, K, 2, 12);
+    h.send_ok(2, K, 1, 13);
+    h.final_read(&[(0, 10), (1, 11), (2, 12)], 3);
+    let r = h.check();
+    let n = &r.anomalies["nonmonotonic-send"];
+    assert_eq!(n.count, 1);
+    assert_eq!(
+        (&n.examples[0]["offsets"], &n.examples[0]["value"]),
+        (&json!([1, 0]), &json!(10))
+    );
+    assert_eq!(n.examples[0]["process"], 0);
+    // 13 at offset 1 conflicts with 11 and is lost.
+    assert_eq!(r.anomalies["inconsistent-offsets"].count, 1);
+    assert_eq!(r.anomalies["lost-write"].examples[0]["value"], 13);
+}
+
+#[test]
+fn int_send_skip_is_a_violation_only_for_atomic_batches() {
+    let mut h = H::default();
+    h.invoke_send(0, &[(K, 10), (K, 12)]);
+    h.send_ok(1, K, 1, 11);
+    h.ack(0, &[(K, 0, 10), (K, 2, 12)]);
+    // Near miss: contiguous sends of one op.
+    h.invoke_send(0, &[(K, 13), (K, 14)]);
+    h.ack(0, &[(K, 3, 13), (K, 4, 14)]);
+    h.final_read(&ALL5.map(|(o, _)| (o, 10 + o as i64)), 5);
+    let r = h.check();
+    let s = &r.anomalies["int-send-skip"];
+    assert_eq!(s.count, 1);
+    assert_eq!(
+        (&s.examples[0]["offsets"], &s.examples[0]["skipped"]),
+        (&json!([0, 2]), &json!([[1, 11]]))
+    );
+    assert!(!s.violation);
+    assert_eq!(r.valid, Validity::Valid);
+    let atomic = h.check_with(CheckSettings {
+        atomic_send_batches: true,
+        ..Default::default()
+    });
+    assert!(atomic.anomalies["int-send-skip"].violation);
+    assert_eq!(atomic.valid, Validity::Invalid);
+}
+
+#[test]
+fn int_nonmonotonic_send_within_one_op() {
+    let mut h = H::default();
+    h.invoke_send(0, &[(K, 10), (K, 11)]);
+    h.ack(0, &[(K, 1, 10), (K, 0, 11)]);
+    h.final_read(&[(0, 11), (1, 10)], 2);
+    let r = h.check();
+    assert_eq!(names(&r), ["int-nonmonotonic-send"]);
+    assert_eq!(
+        r.anomalies["int-nonmonotonic-send"].examples[0]["offsets"],
+        json!([1, 0])
+    );
+}
+
+/// A completes with hw 5, then B (invoked after A completed) sees `b_hw`; C is concurrent
+/// with A and sees 2.
+fn regression(b_hw: u64, final_records: &[(u64, i64)], final_hw: u64) -> H {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.assign(3, &[K], "assign");
+    h.push(3, OpType::Invoke, "poll", json!([["poll"]]));
+    let a = h.poll_with(2, &ALL5, Some(5), false);
+    let c = h.push(3, OpType::Ok, "poll", json!([["poll", {K: []}]]));
+    c.high_watermarks = Some(BTreeMap::from([(K.to_string(), 2)]));
+    assert!(a > 0);
+    h.poll_with(2, &[], Some(b_hw), false);
+    h.final_read(final_records, final_hw);
+    h
+}
+
+#[test]
+fn hw_regression_visibility_only() {
+    let h = regression(3, &ALL5, 5);
+    let r = h.check();
+    assert_eq!(names(&r), ["hw-regression"]);
+    let reg = &r.anomalies["hw-regression"];
+    assert_eq!(
+        reg.count, 1,
+        "the concurrent op seeing 2 is not a regression"
+    );
+    assert_eq!(reg.examples[0]["class"], "visibility-only");
+    assert_eq!(reg.examples[0]["high_watermarks"], json!([5, 3]));
+    assert!(reg.violation);
+    assert_eq!(r.stats["hw_regressions"]["visibility-only"], 1);
+    let lagging = h.check_with(CheckSettings {
+        serve_lagging_hw: true,
+        ..Default::default()
+    });
+    assert!(!lagging.anomalies["hw-regression"].violation);
+    assert_eq!(lagging.valid, Validity::Valid);
+}
+
+#[test]
+fn hw_regression_with_data_loss() {
+    let h = regression(3, &ALL5[..3], 3);
+    let r = h.check();
+    let reg = &r.anomalies["hw-regression"];
+    assert_eq!(reg.examples[0]["class"], "data-loss");
+    assert_eq!(reg.examples[0]["final_hw"], 3);
+    // With unclean election this is the expected cost.
+    let unclean = h.check_with(CheckSettings {
+        unclean_leader_election_enable: true,
+        ..Default::default()
+    });
+    assert!(!unclean.anomalies["hw-regression"].violation);
+    // serve_lagging_hw excuses only visibility, not loss.
+    let lagging = h.check_with(CheckSettings {
+        serve_lagging_hw: true,
+        ..Default::default()
+    });
+    assert!(lagging.anomalies["hw-regression"].violation);
+}
+
+#[test]
+fn no_hw_regression_when_it_only_grows() {
+    let h = regression(5, &ALL5, 5);
+    assert!(h.check().anomalies.is_empty());
+}
+
+#[test]
+fn odd_histories_give_unknown_with_reasons_not_panics() {
+    let mut h = five_records();
+    h.push(7, OpType::Ok, "poll", json!([["poll", {K: [[0, 10]]}]])); // no invoke
+    h.push(8, OpType::Invoke, "send", json!("not a list"));
+    h.push(8, OpType::Ok, "send", json!([["send", K, "x"]]));
+    h.push(9, OpType::Ok, "poll", json!([["poll", {K: [["a", 1]]}]]));
+    h.push(9, OpType::Ok, "assign", json!(42));
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert_eq!(r.valid, Validity::Unknown, "{:?}", r.anomalies);
+    assert!(r.stats["problem_count"].as_u64().unwrap() >= 3);
+    assert!(!r.stats["unknown_reasons"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_history_without_final_reads_is_unknown() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5);
+    let r = h.check();
+    assert_eq!(r.valid, Validity::Unknown);
+    assert!(r.anomalies.is_empty());
+}
+
+#[test]
+fn streaming_a_file_gives_the_same_results_and_tolerates_bad_lines() {
+    let mut h = five_records();
+    h.final_read(&ALL5[..4], 5);
+    let mut text = String::new();
+    for op in &h.ops {
+        text.push_str(&serde_json::to_string(op).unwrap());
+        text.push('\n');
+    }
+    let settings = CheckSettings::default();
+    let streamed = check_reader(text.as_bytes(), &settings).unwrap();
+    assert_eq!(streamed, check(&h.ops, &settings));
+    text.push_str("{not json\n");
+    let bad = check_reader(text.as_bytes(), &settings).unwrap();
+    assert_eq!(bad.valid, Validity::Invalid, "the lost write still decides");
+    assert_eq!(bad.stats["problem_count"], 1);
+}
