@@ -1,1 +1,12 @@
-//! placeholder
+//! Tidewater, the chaos harness: runs a Kafka-style cluster, drives a workload, injects
+//! faults, records a history, checks it and stores everything about the run.
+//!
+//! # Layout
+//! - `cluster`: the `Cluster` trait (start, stop, kill, pause, resume, wipe, logs) and its
+//!   backends: `local` (network namespaces and a bridge on this machine) and `noop`.
+//! - `net`: partitions as grudges (pure builders) and the iptables / `ip rule` rules applying them.
+//! - `clean`: `tidewater clean`, removing what interrupted local runs left behind.
+
+pub mod clean;
+pub mod cluster;
+pub mod net;

@@ -1,0 +1,111 @@
+//! Safety net: every live local cluster of this process is torn down on SIGINT, SIGTERM or
+//! SIGHUP (after [`install_signal_handlers`]), on drop, and thereby on a panic that unwinds
+//! past its owner.
+//!
+//! The signal handler only writes the signal number to a pipe; a thread of ours reads it, tears
+//! every registered cluster down (heal, resume, stop, delete namespaces and bridge) and exits
+//! with status 128 + signal, as a shell reports a signal death.
+
+use super::Inner;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, Once, Weak};
+
+/// Clusters to tear down on a signal. Weak, so a dropped cluster is not kept alive.
+static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
+
+/// The write end of the signal pipe (-1 until installed).
+static SIGNAL_PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
+
+static INSTALL: Once = Once::new();
+
+/// Remembers a cluster for teardown on a signal.
+pub(super) fn register(cluster: Weak<Inner>) {
+    let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    live.retain(|w| w.strong_count() > 0);
+    live.push(cluster);
+}
+
+/// Tears down every live local cluster of this process. Returns how many there were.
+pub fn teardown_all() -> usize {
+    let live: Vec<_> = {
+        let live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        live.iter().filter_map(Weak::upgrade).collect()
+    };
+    for cluster in &live {
+        if let Err(e) = cluster.teardown() {
+            eprintln!(
+                "tidewater: teardown of run {} failed: {e}",
+                cluster.spec.run_id
+            );
+        }
+    }
+    live.len()
+}
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    let fd = SIGNAL_PIPE_WRITE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let byte = sig as u8;
+        // SAFETY: write(2) is async-signal-safe; the buffer is a live local.
+        unsafe {
+            libc::write(fd, (&byte as *const u8).cast(), 1);
+        }
+    }
+}
+
+/// Installs handlers for SIGINT, SIGTERM and SIGHUP that tear down every live local cluster
+/// and exit with 128 + the signal number. Idempotent.
+///
+/// A caller that wants to handle Ctrl-C itself (finish the run gracefully) need not call
+/// this; dropping the cluster, or `Cluster::teardown`, still cleans up.
+pub fn install_signal_handlers() -> std::io::Result<()> {
+    let mut result = Ok(());
+    INSTALL.call_once(|| result = install());
+    result
+}
+
+fn install() -> std::io::Result<()> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let [read_fd, write_fd] = fds;
+    SIGNAL_PIPE_WRITE.store(write_fd, Ordering::Relaxed);
+    std::thread::Builder::new()
+        .name("tidewater-signals".into())
+        .spawn(move || wait_for_signal(read_fd))?;
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only calls write(2) on a pipe.
+        let previous = unsafe {
+            libc::signal(
+                sig,
+                on_signal as extern "C" fn(libc::c_int) as *const () as libc::sighandler_t,
+            )
+        };
+        if previous == libc::SIG_ERR {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn wait_for_signal(read_fd: libc::c_int) {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: reading one byte into a live local.
+        let n = unsafe { libc::read(read_fd, (&mut byte as *mut u8).cast(), 1) };
+        if n == 1 {
+            break;
+        }
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return;
+    }
+    let sig = byte as i32;
+    eprintln!("tidewater: signal {sig} received: healing the network and stopping every node");
+    let n = teardown_all();
+    eprintln!("tidewater: tore down {n} local cluster(s); exiting");
+    std::process::exit(128 + sig);
+}

@@ -1,0 +1,726 @@
+//! The local backend: each node is a network namespace on this machine with a veth into one
+//! bridge; the harness reaches the nodes from the root namespace through the bridge.
+//!
+//! For a run id `ab12` and subnet `10.77.0.0/24`:
+//!
+//! | thing | name | address |
+//! |---|---|---|
+//! | bridge (harness side) | `twab12br` | 10.77.0.1 |
+//! | controller `c1` | namespace `tw-ab12-c1`, veth `twab12c1` | 10.77.0.10 |
+//! | broker `nK` | namespace `tw-ab12-nK`, veth `twab12nK` | 10.77.0.(10+K) |
+//!
+//! Processes run inside their namespace with data in `RUN_DIR/nodes/<node>/data` and output in
+//! `RUN_DIR/nodes/<node>/broker.log`. Everything created is first recorded in a run record
+//! (see [`state`]) so `tidewater clean` can remove it after a killed harness. Dropping the
+//! cluster tears it down; see [`guard`] for signals.
+
+pub mod guard;
+pub mod process;
+pub mod state;
+pub mod sys;
+
+use super::{node_list, Cluster, Error, NodeInfo, Result, Role};
+use crate::net::rules::{Method, NodeShell, RuleNet};
+use crate::net::{Net, CLIENT};
+use process::NodeProcess;
+use state::RunState;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The environment variable naming the broker binary to run.
+pub const BROKER_BIN_ENV: &str = "TIDEWATER_BROKER_BIN";
+
+/// The default subnet (a /24); chosen to be unlikely to collide with real networks.
+pub const DEFAULT_SUBNET: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 0);
+
+/// The default port of every node's HTTP listener (each node has its own address).
+pub const DEFAULT_HTTP_PORT: u16 = 9092;
+
+/// Most brokers a /24 with addresses from .11 can hold, with room to spare.
+pub const BROKERS_MAX: usize = 99;
+
+/// Longest run id: interface names must fit in 15 bytes (`tw` + id + `n99p`).
+pub const RUN_ID_LEN_MAX: usize = 6;
+
+/// What each node runs.
+#[derive(Clone)]
+pub enum NodeProgram {
+    /// `tidewater-broker`, with `--role`, the per-node settings and `settings` (Kafka names).
+    Broker {
+        /// Path of the `tidewater-broker` binary.
+        binary: PathBuf,
+        /// Extra `--set key=value` for every node, after the per-node ones (so they win).
+        settings: Vec<(String, String)>,
+    },
+    /// Any program: the function gives the argv for a node and its data directory. Used by
+    /// tests that need a long-running process but not a broker.
+    Custom(Arc<dyn Fn(&NodeInfo, &Path) -> Vec<String> + Send + Sync>),
+}
+
+impl std::fmt::Debug for NodeProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeProgram::Broker { binary, settings } => f
+                .debug_struct("Broker")
+                .field("binary", binary)
+                .field("settings", settings)
+                .finish(),
+            NodeProgram::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}
+
+/// Settings of a local cluster.
+#[derive(Debug, Clone)]
+pub struct LocalSpec {
+    /// 1 to 6 lowercase letters or digits; part of every name created.
+    pub run_id: String,
+    /// Where `nodes/<node>/` (data, logs) go.
+    pub run_dir: PathBuf,
+    /// Number of brokers (1..=99), besides the controller.
+    pub brokers: usize,
+    /// Network address of the /24 the nodes live on (must not be in use on this host).
+    pub subnet: Ipv4Addr,
+    /// Port of every node's HTTP listener.
+    pub http_port: u16,
+    /// What each node runs.
+    pub program: NodeProgram,
+    /// Bound between SIGTERM and SIGKILL when stopping a node.
+    pub stop_timeout_ms: u64,
+    /// How to drop packets; `None` detects (see [`Method::detect`]).
+    pub net_method: Option<Method>,
+    /// Where run records go (default [`state::DEFAULT_STATE_DIR`]).
+    pub state_dir: PathBuf,
+}
+
+impl LocalSpec {
+    /// A spec with defaults: 3 brokers, [`DEFAULT_SUBNET`], [`DEFAULT_HTTP_PORT`], a 5 s stop
+    /// bound, detected network method, records in [`state::DEFAULT_STATE_DIR`].
+    pub fn new(
+        run_id: impl Into<String>,
+        run_dir: impl Into<PathBuf>,
+        program: NodeProgram,
+    ) -> LocalSpec {
+        LocalSpec {
+            run_id: run_id.into(),
+            run_dir: run_dir.into(),
+            brokers: 3,
+            subnet: DEFAULT_SUBNET,
+            http_port: DEFAULT_HTTP_PORT,
+            program,
+            stop_timeout_ms: 5_000,
+            net_method: None,
+            state_dir: PathBuf::from(state::DEFAULT_STATE_DIR),
+        }
+    }
+
+    /// Parses a subnet written `A.B.C.0/24` (only /24 is supported).
+    pub fn parse_subnet(s: &str) -> Result<Ipv4Addr> {
+        let bad = || Error::Config(format!("subnet {s:?}: expected A.B.C.0/24"));
+        let (addr, prefix) = s.split_once('/').ok_or_else(bad)?;
+        let addr: Ipv4Addr = addr.parse().map_err(|_| bad())?;
+        if prefix != "24" || addr.octets()[3] != 0 {
+            return Err(bad());
+        }
+        Ok(addr)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let id_ok = !self.run_id.is_empty()
+            && self.run_id.len() <= RUN_ID_LEN_MAX
+            && self
+                .run_id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        if !id_ok {
+            return Err(Error::Config(format!(
+                "run id {:?}: 1 to {RUN_ID_LEN_MAX} lowercase letters or digits",
+                self.run_id
+            )));
+        }
+        if self.brokers == 0 || self.brokers > BROKERS_MAX {
+            return Err(Error::Config(format!(
+                "brokers = {}: 1 to {BROKERS_MAX}",
+                self.brokers
+            )));
+        }
+        if self.subnet.octets()[3] != 0 {
+            return Err(Error::Config(format!(
+                "subnet {}: must end in .0 (a /24)",
+                self.subnet
+            )));
+        }
+        Ok(())
+    }
+
+    /// The address of the i-th host on the subnet.
+    fn host(&self, i: u8) -> Ipv4Addr {
+        let [a, b, c, _] = self.subnet.octets();
+        Ipv4Addr::new(a, b, c, i)
+    }
+
+    /// The harness's address on the bridge.
+    pub fn bridge_ip(&self) -> Ipv4Addr {
+        self.host(1)
+    }
+
+    /// The bridge's name.
+    pub fn bridge_name(&self) -> String {
+        format!("tw{}br", self.run_id)
+    }
+
+    /// The network namespace of a node.
+    pub fn netns_name(&self, node: &str) -> String {
+        format!("tw-{}-{node}", self.run_id)
+    }
+
+    /// The host-side veth of a node.
+    pub fn veth_name(&self, node: &str) -> String {
+        format!("tw{}{node}", self.run_id)
+    }
+
+    /// Every node, controller first, with its address.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        node_list(self.brokers, self.http_port, |i| self.host(10 + i as u8))
+    }
+}
+
+/// Finds the broker binary: `$TIDEWATER_BROKER_BIN`, else `tidewater-broker` next to the
+/// running executable (or one directory up, for test binaries in `target/*/deps`), else
+/// builds it with `cargo build -p tidewater-broker` in this workspace (same profile as the
+/// running executable) and returns the built path.
+pub fn find_broker_binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os(BROKER_BIN_ENV) {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Error::Config(format!(
+                "{BROKER_BIN_ENV}={} is not a file",
+                path.display()
+            )))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| Error::io("find the running executable", e))?;
+    let mut dir = exe.parent();
+    for _ in 0..2 {
+        let Some(d) = dir else { break };
+        let candidate = d.join("tidewater-broker");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        dir = d.parent();
+    }
+    build_broker_binary(exe.to_string_lossy().contains("/release/"))
+}
+
+fn build_broker_binary(release: bool) -> Result<PathBuf> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut args = vec![
+        "build",
+        "-p",
+        "tidewater-broker",
+        "--bin",
+        "tidewater-broker",
+        "--message-format=json-render-diagnostics",
+    ];
+    if release {
+        args.push("--release");
+    }
+    let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(&args)
+        .current_dir(&workspace)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| Error::io("run cargo to build tidewater-broker", e))?;
+    if !out.status.success() {
+        return Err(Error::Command {
+            command: format!("cargo {}", args.join(" ")),
+            status: out.status.code(),
+            stderr: "see the compiler output above".into(),
+        });
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["target"]["name"] == "tidewater-broker")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| Error::Config("cargo built tidewater-broker but named no executable".into()))
+}
+
+/// Runs commands inside the nodes' namespaces (`ip netns exec`).
+struct NetnsShell {
+    /// Node name -> namespace name.
+    namespaces: BTreeMap<String, String>,
+}
+
+impl NodeShell for NetnsShell {
+    fn exec(&self, node: &str, argv: &[String]) -> Result<()> {
+        let ns = self
+            .namespaces
+            .get(node)
+            .ok_or_else(|| Error::UnknownNode(node.to_string()))?;
+        let mut full = vec!["ip", "netns", "exec", ns.as_str()];
+        full.extend(argv.iter().map(String::as_str));
+        sys::run(&full).map(|_| ())
+    }
+}
+
+/// The shared state of a local cluster (also reachable from the signal guard).
+pub(crate) struct Inner {
+    /// The settings it was built from.
+    spec: LocalSpec,
+    /// Every node, controller first.
+    nodes: Vec<NodeInfo>,
+    /// Each node's process, if started; one lock per node so a slow stop of one node does not
+    /// block control of the others.
+    procs: BTreeMap<String, Mutex<Option<NodeProcess>>>,
+    /// What was created, mirrored in the run record.
+    state: Mutex<RunState>,
+    /// Network faults; `None` only while being built.
+    net: Option<RuleNet>,
+    /// Set by the first teardown, so teardown runs once.
+    torn_down: AtomicBool,
+}
+
+impl Inner {
+    fn node_dir(&self, node: &str) -> PathBuf {
+        self.spec.run_dir.join("nodes").join(node)
+    }
+
+    fn proc_slot(&self, node: &str) -> Result<std::sync::MutexGuard<'_, Option<NodeProcess>>> {
+        let slot = self
+            .procs
+            .get(node)
+            .ok_or_else(|| Error::UnknownNode(node.to_string()))?;
+        Ok(slot.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn record(&self, change: impl FnOnce(&mut RunState)) -> Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut state);
+        state.save(&self.spec.state_dir)
+    }
+
+    fn argv(&self, node: &NodeInfo) -> Vec<String> {
+        let data = self.node_dir(&node.name).join("data");
+        match &self.spec.program {
+            NodeProgram::Custom(f) => f(node, &data),
+            NodeProgram::Broker { binary, settings } => {
+                let mut argv = vec![
+                    binary.display().to_string(),
+                    "--role".into(),
+                    node.role.as_flag().into(),
+                ];
+                let mut set = |k: &str, v: String| {
+                    argv.push("--set".into());
+                    argv.push(format!("{k}={v}"));
+                };
+                if let Some(id) = node.broker_id {
+                    set("broker.id", id.to_string());
+                }
+                set("listeners", node.url());
+                set("log.dirs", data.display().to_string());
+                if node.role == Role::Broker {
+                    set("controller.address", self.nodes[0].url());
+                }
+                for (k, v) in settings {
+                    set(k, v.clone());
+                }
+                argv
+            }
+        }
+    }
+
+    fn create_network(&self) -> Result<()> {
+        let spec = &self.spec;
+        let bridge = spec.bridge_name();
+        self.record(|s| s.bridge = Some(bridge.clone()))?;
+        let bridge_cidr = format!("{}/24", spec.bridge_ip());
+        sys::run(&["ip", "link", "add", &bridge, "type", "bridge"])?;
+        sys::run(&["ip", "addr", "add", &bridge_cidr, "dev", &bridge])?;
+        sys::run(&["ip", "link", "set", &bridge, "up"])?;
+        for node in &self.nodes {
+            let ns = spec.netns_name(&node.name);
+            let veth = spec.veth_name(&node.name);
+            let peer = format!("{veth}p");
+            self.record(|s| {
+                s.namespaces.push(ns.clone());
+                s.veths.push(veth.clone());
+            })?;
+            let cidr = format!("{}/24", node.ip);
+            sys::run(&["ip", "netns", "add", &ns])?;
+            sys::run(&[
+                "ip", "link", "add", &veth, "type", "veth", "peer", "name", &peer,
+            ])?;
+            sys::run(&["ip", "link", "set", &peer, "netns", &ns])?;
+            sys::run(&["ip", "link", "set", &veth, "master", &bridge])?;
+            sys::run(&["ip", "link", "set", &veth, "up"])?;
+            sys::run(&["ip", "-n", &ns, "link", "set", &peer, "name", "eth0"])?;
+            sys::run(&["ip", "-n", &ns, "addr", "add", &cidr, "dev", "eth0"])?;
+            sys::run(&["ip", "-n", &ns, "link", "set", "eth0", "up"])?;
+            sys::run(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
+            let dir = self.node_dir(&node.name).join("data");
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+        }
+        Ok(())
+    }
+
+    /// Heal, resume and stop every process, delete what was created. Runs once.
+    fn teardown(&self) -> Result<()> {
+        if self.torn_down.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut first_error = None;
+        if let Some(net) = &self.net {
+            if let Err(e) = net.heal() {
+                first_error.get_or_insert(e);
+            }
+        }
+        let timeout = Duration::from_millis(self.spec.stop_timeout_ms);
+        for node in self.procs.keys() {
+            let taken = self.proc_slot(node).map(|mut s| s.take());
+            if let Ok(Some(p)) = taken {
+                if let Err(e) = p.stop(timeout) {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Err(e) = state::remove_resources(&state, &self.spec.state_dir) {
+            first_error.get_or_insert(e);
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!(
+                "tidewater: teardown of local cluster {} failed: {e}; run `tidewater clean`",
+                self.spec.run_id
+            );
+        }
+    }
+}
+
+/// A cluster of network namespaces on this machine. Dropping it tears it down.
+pub struct LocalCluster {
+    inner: Arc<Inner>,
+}
+
+impl LocalCluster {
+    /// Creates the bridge, namespaces and veths (nothing is started yet). Needs root.
+    ///
+    /// On any failure, what was already created is removed before the error is returned.
+    pub fn create(spec: LocalSpec) -> Result<LocalCluster> {
+        if !sys::is_root() {
+            return Err(Error::NotRoot);
+        }
+        spec.validate()?;
+        check_free(&spec)?;
+        let method = match spec.net_method {
+            Some(m) => m,
+            None => Method::detect()?,
+        };
+        let nodes = spec.nodes();
+        let procs = nodes
+            .iter()
+            .map(|n| (n.name.clone(), Mutex::new(None)))
+            .collect();
+        let state = RunState {
+            run_id: spec.run_id.clone(),
+            harness_pid: std::process::id(),
+            run_dir: spec.run_dir.clone(),
+            ..RunState::default()
+        };
+        let mut inner = Inner {
+            spec,
+            nodes,
+            procs,
+            state: Mutex::new(state),
+            net: None,
+            torn_down: AtomicBool::new(false),
+        };
+        // On error, dropping `inner` removes what was created.
+        inner.create_network()?;
+        let shell = NetnsShell {
+            namespaces: inner
+                .nodes
+                .iter()
+                .map(|n| (n.name.clone(), inner.spec.netns_name(&n.name)))
+                .collect(),
+        };
+        let mut addrs: BTreeMap<String, Ipv4Addr> =
+            inner.nodes.iter().map(|n| (n.name.clone(), n.ip)).collect();
+        addrs.insert(CLIENT.to_string(), inner.spec.bridge_ip());
+        inner.net = Some(RuleNet::new(Arc::new(shell), method, addrs)?);
+        let inner = Arc::new(inner);
+        guard::register(Arc::downgrade(&inner));
+        Ok(LocalCluster { inner })
+    }
+
+    /// The settings it was built from.
+    pub fn spec(&self) -> &LocalSpec {
+        &self.inner.spec
+    }
+
+    /// The network method in use.
+    pub fn net_method(&self) -> Method {
+        self.rule_net().method()
+    }
+
+    /// The network namespace of a node (to run diagnostics inside it).
+    pub fn netns(&self, node: &str) -> Result<String> {
+        self.node(node).map(|n| self.inner.spec.netns_name(&n.name))
+    }
+
+    /// The pid of a node's process, if it runs.
+    pub fn pid(&self, node: &str) -> Result<Option<i32>> {
+        let mut slot = self.inner.proc_slot(node)?;
+        let alive = slot.as_mut().is_some_and(|p| p.is_alive());
+        Ok(slot.as_ref().filter(|_| alive).map(|p| p.pid()))
+    }
+
+    /// Starts every node that is not running, controller first.
+    pub fn start_all(&self) -> Result<()> {
+        for node in self.node_names() {
+            self.start(&node)?;
+        }
+        Ok(())
+    }
+
+    fn rule_net(&self) -> &RuleNet {
+        self.inner
+            .net
+            .as_ref()
+            .expect("the network is built before the cluster is returned")
+    }
+}
+
+/// Refuses names already taken (e.g. by a live or leftover run with the same id) and subnets
+/// already in use on this host, before creating anything.
+fn check_free(spec: &LocalSpec) -> Result<()> {
+    let bridge = spec.bridge_name();
+    let record = RunState::path(&spec.state_dir, &spec.run_id);
+    if sys::link_exists(&bridge) || record.exists() {
+        return Err(Error::Config(format!(
+            "run id {} is in use (bridge {bridge} or record {} exists); pick another id, or run \
+             `tidewater clean` if it is a leftover",
+            spec.run_id,
+            record.display()
+        )));
+    }
+    let [a, b, c, _] = spec.subnet.octets();
+    if let Some(ip) = sys::host_ipv4_addrs()?
+        .into_iter()
+        .find(|ip| ip.octets()[..3] == [a, b, c])
+    {
+        return Err(Error::Config(format!(
+            "subnet {}/24 is in use on this host ({ip} is configured); choose another subnet",
+            spec.subnet
+        )));
+    }
+    Ok(())
+}
+
+impl Cluster for LocalCluster {
+    fn nodes(&self) -> &[NodeInfo] {
+        &self.inner.nodes
+    }
+
+    fn start(&self, node: &str) -> Result<()> {
+        let info = self.node(node)?.clone();
+        let mut slot = self.inner.proc_slot(node)?;
+        if slot.as_mut().is_some_and(|p| p.is_alive()) {
+            return Ok(());
+        }
+        let dir = self.inner.node_dir(node);
+        let data = dir.join("data");
+        std::fs::create_dir_all(&data)
+            .map_err(|e| Error::io(format!("create {}", data.display()), e))?;
+        let netns = Path::new(sys::NETNS_DIR).join(self.inner.spec.netns_name(node));
+        let argv = self.inner.argv(&info);
+        *slot = Some(NodeProcess::spawn(
+            &netns,
+            &argv,
+            &dir.join("broker.log"),
+            &dir,
+        )?);
+        Ok(())
+    }
+
+    fn stop(&self, node: &str) -> Result<()> {
+        let taken = self.inner.proc_slot(node)?.take();
+        match taken {
+            Some(p) => p.stop(Duration::from_millis(self.inner.spec.stop_timeout_ms)),
+            None => Ok(()),
+        }
+    }
+
+    fn kill(&self, node: &str) -> Result<()> {
+        let taken = self.inner.proc_slot(node)?.take();
+        taken.map_or(Ok(()), NodeProcess::kill)
+    }
+
+    fn pause(&self, node: &str) -> Result<()> {
+        let mut slot = self.inner.proc_slot(node)?;
+        match slot.as_mut() {
+            Some(p) => {
+                if !p.is_alive() {
+                    return Err(Error::State(format!(
+                        "cannot pause {node}: it is not running"
+                    )));
+                }
+                p.pause()
+            }
+            None => Err(Error::State(format!(
+                "cannot pause {node}: it is not running"
+            ))),
+        }
+    }
+
+    fn resume(&self, node: &str) -> Result<()> {
+        if let Some(p) = self.inner.proc_slot(node)?.as_mut() {
+            p.resume();
+        }
+        Ok(())
+    }
+
+    fn wipe(&self, node: &str) -> Result<()> {
+        let mut slot = self.inner.proc_slot(node)?;
+        if slot.as_mut().is_some_and(|p| p.is_alive()) {
+            return Err(Error::State(format!("stop {node} before wiping its data")));
+        }
+        let data = self.inner.node_dir(node).join("data");
+        match std::fs::remove_dir_all(&data) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("remove {}", data.display()), e)),
+        }
+        std::fs::create_dir_all(&data)
+            .map_err(|e| Error::io(format!("create {}", data.display()), e))
+    }
+
+    fn is_running(&self, node: &str) -> bool {
+        self.inner
+            .proc_slot(node)
+            .is_ok_and(|mut s| s.as_mut().is_some_and(|p| p.is_alive()))
+    }
+
+    fn is_paused(&self, node: &str) -> bool {
+        self.inner
+            .proc_slot(node)
+            .is_ok_and(|mut s| s.as_mut().is_some_and(|p| p.is_alive() && p.is_paused()))
+    }
+
+    fn collect_logs(&self, node: &str, dest: &Path) -> Result<()> {
+        self.node(node)?;
+        let log = self.inner.node_dir(node).join("broker.log");
+        std::fs::create_dir_all(dest)
+            .map_err(|e| Error::io(format!("create {}", dest.display()), e))?;
+        let target = dest.join("broker.log");
+        // Logs already live under the run directory; copying onto itself would truncate it.
+        let same = std::fs::canonicalize(&log).ok() == std::fs::canonicalize(&target).ok();
+        if log.exists() && !same {
+            std::fs::copy(&log, &target)
+                .map_err(|e| Error::io(format!("copy {}", log.display()), e))?;
+        }
+        Ok(())
+    }
+
+    fn net(&self) -> &dyn Net {
+        self.rule_net()
+    }
+
+    fn teardown(&self) -> Result<()> {
+        self.inner.teardown()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_fit_in_linux_interface_names() {
+        let mut spec = LocalSpec::new(
+            "abcdef",
+            "/tmp/x",
+            NodeProgram::Custom(Arc::new(|_, _| vec![])),
+        );
+        spec.brokers = BROKERS_MAX;
+        for node in spec.nodes() {
+            let peer = format!("{}p", spec.veth_name(&node.name));
+            assert!(peer.len() <= 15, "{peer}");
+        }
+        assert!(spec.bridge_name().len() <= 15);
+        assert_eq!(spec.netns_name("n2"), "tw-abcdef-n2");
+    }
+
+    #[test]
+    fn addresses_follow_the_documented_plan() {
+        let mut spec = LocalSpec::new("t1", "/tmp/x", NodeProgram::Custom(Arc::new(|_, _| vec![])));
+        spec.subnet = LocalSpec::parse_subnet("10.123.4.0/24").unwrap();
+        let nodes = spec.nodes();
+        assert_eq!(spec.bridge_ip(), Ipv4Addr::new(10, 123, 4, 1));
+        assert_eq!(nodes[0].ip, Ipv4Addr::new(10, 123, 4, 10));
+        assert_eq!(nodes[3].ip, Ipv4Addr::new(10, 123, 4, 13));
+        assert!(LocalSpec::parse_subnet("10.1.2.0/16").is_err());
+        assert!(LocalSpec::parse_subnet("10.1.2.5/24").is_err());
+    }
+
+    #[test]
+    fn bad_run_ids_and_sizes_are_refused() {
+        let program = NodeProgram::Custom(Arc::new(|_, _| vec![]));
+        for id in ["", "UPPER", "toolong7", "a-b"] {
+            assert!(
+                LocalSpec::new(id, "/tmp/x", program.clone())
+                    .validate()
+                    .is_err(),
+                "{id}"
+            );
+        }
+        let mut spec = LocalSpec::new("ok1", "/tmp/x", program);
+        spec.brokers = 0;
+        assert!(spec.validate().is_err());
+    }
+
+    #[test]
+    fn broker_argv_names_role_identity_listener_data_and_controller() {
+        let spec = LocalSpec::new(
+            "t2",
+            "/runs/r",
+            NodeProgram::Broker {
+                binary: "/bin/tidewater-broker".into(),
+                settings: vec![("min.insync.replicas".into(), "2".into())],
+            },
+        );
+        let nodes = spec.nodes();
+        let inner = Inner {
+            procs: BTreeMap::new(),
+            state: Mutex::new(RunState::default()),
+            net: None,
+            torn_down: AtomicBool::new(true),
+            nodes: nodes.clone(),
+            spec,
+        };
+        assert_eq!(
+            inner.argv(&nodes[1]).join(" "),
+            "/bin/tidewater-broker --role broker --set broker.id=1 \
+             --set listeners=http://10.77.0.11:9092 --set log.dirs=/runs/r/nodes/n1/data \
+             --set controller.address=http://10.77.0.10:9092 --set min.insync.replicas=2"
+        );
+        assert_eq!(
+            inner.argv(&nodes[0]).join(" "),
+            "/bin/tidewater-broker --role controller --set listeners=http://10.77.0.10:9092 \
+             --set log.dirs=/runs/r/nodes/c1/data --set min.insync.replicas=2"
+        );
+    }
+}

@@ -1,0 +1,79 @@
+//! Small wrappers over `ip` and `/proc` used by the local backend.
+
+use crate::cluster::{Error, Result};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Where `ip netns` keeps its namespace handles.
+pub const NETNS_DIR: &str = "/run/netns";
+
+/// How much of a failed command's stderr an error keeps.
+const STDERR_TAIL_MAX: usize = 600;
+
+/// Runs a command to completion; a non-zero exit becomes [`Error::Command`]. Returns stdout.
+pub fn run(argv: &[&str]) -> Result<String> {
+    let out = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io(format!("run `{}`", argv.join(" ")), e))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail_start = stderr.len().saturating_sub(STDERR_TAIL_MAX);
+    let tail_start = (tail_start..stderr.len())
+        .find(|i| stderr.is_char_boundary(*i))
+        .unwrap_or(stderr.len());
+    Err(Error::Command {
+        command: argv.join(" "),
+        status: out.status.code(),
+        stderr: stderr[tail_start..].to_string(),
+    })
+}
+
+/// Whether a network namespace of that name exists.
+pub fn netns_exists(ns: &str) -> bool {
+    Path::new(NETNS_DIR).join(ns).exists()
+}
+
+/// Whether a network interface of that name exists in the root namespace.
+pub fn link_exists(link: &str) -> bool {
+    Path::new("/sys/class/net").join(link).exists()
+}
+
+/// The processes inside a network namespace (`ip netns pids`).
+pub fn netns_pids(ns: &str) -> Result<Vec<i32>> {
+    let out = run(&["ip", "netns", "pids", ns])?;
+    Ok(out
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect())
+}
+
+/// The IPv4 addresses configured on this host's interfaces (root namespace).
+pub fn host_ipv4_addrs() -> Result<Vec<std::net::Ipv4Addr>> {
+    let out = run(&["ip", "-o", "-4", "addr", "show"])?;
+    // Lines look like: `2: eth0    inet 172.17.0.2/16 brd ... scope global eth0`.
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            words.find(|w| *w == "inet")?;
+            words.next()?.split('/').next()?.parse().ok()
+        })
+        .collect())
+}
+
+/// The state letter of a process from `/proc/PID/stat` (`R`, `S`, `T` stopped, `Z`, ...).
+pub fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name in parentheses may contain spaces; the state follows the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().next()?.chars().next()
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}

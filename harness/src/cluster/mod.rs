@@ -1,0 +1,255 @@
+//! Cluster and node control: the `Cluster` trait the runner and the nemesis drive.
+//!
+//! A cluster has one controller node, `c1`, and N broker nodes, `n1..nN`. Every node has its
+//! own IPv4 address and serves the broker's HTTP API on it. The trait is synchronous: each call
+//! is a few small blocking system calls or short commands (bounded waits), so async callers run
+//! them with `tokio::task::spawn_blocking`.
+//!
+//! Backends: [`local`] (network namespaces on this machine, needs root) and [`noop`] (records
+//! calls, for tests of code that drives a cluster).
+
+pub mod local;
+pub mod noop;
+
+use crate::net::Net;
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::Path;
+
+/// The controller node's name.
+pub const CONTROLLER: &str = "c1";
+
+/// What a node runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The metadata controller (`tidewater-broker --role controller`).
+    Controller,
+    /// A broker holding partition replicas.
+    Broker,
+}
+
+impl Role {
+    /// The value of the broker binary's `--role` flag.
+    pub fn as_flag(self) -> &'static str {
+        match self {
+            Role::Controller => "controller",
+            Role::Broker => "broker",
+        }
+    }
+}
+
+/// One node of a cluster, as the harness addresses it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NodeInfo {
+    /// `c1` for the controller, `n1..nN` for brokers.
+    pub name: String,
+    /// Controller or broker.
+    pub role: Role,
+    /// The broker's `broker.id` (N for `nN`); `None` for the controller.
+    pub broker_id: Option<u32>,
+    /// The node's address, reachable from the harness.
+    pub ip: Ipv4Addr,
+    /// The port of the node's HTTP listener.
+    pub http_port: u16,
+}
+
+impl NodeInfo {
+    /// The socket address of the node's HTTP API.
+    pub fn http_addr(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(self.ip, self.http_port))
+    }
+
+    /// The base URL of the node's HTTP API, e.g. `http://10.77.0.11:9092`.
+    pub fn url(&self) -> String {
+        format!("http://{}:{}", self.ip, self.http_port)
+    }
+}
+
+/// Builds the node list of a cluster with `brokers` brokers: `c1`, then `n1..nN`.
+///
+/// `ip_of(i)` gives the address of the i-th node (0 = controller).
+pub fn node_list(
+    brokers: usize,
+    http_port: u16,
+    ip_of: impl Fn(usize) -> Ipv4Addr,
+) -> Vec<NodeInfo> {
+    let mut nodes = vec![NodeInfo {
+        name: CONTROLLER.to_string(),
+        role: Role::Controller,
+        broker_id: None,
+        ip: ip_of(0),
+        http_port,
+    }];
+    for i in 1..=brokers {
+        nodes.push(NodeInfo {
+            name: format!("n{i}"),
+            role: Role::Broker,
+            broker_id: Some(i as u32),
+            ip: ip_of(i),
+            http_port,
+        });
+    }
+    nodes
+}
+
+/// Why a cluster operation failed.
+#[derive(Debug)]
+pub enum Error {
+    /// The local backend needs root (network namespaces, veths, bridges).
+    NotRoot,
+    /// No node of that name in this cluster.
+    UnknownNode(String),
+    /// A settings problem found before anything was created.
+    Config(String),
+    /// A command exited unsuccessfully.
+    Command {
+        /// The command line, for the reader.
+        command: String,
+        /// Its exit status, `None` when killed by a signal.
+        status: Option<i32>,
+        /// The tail of its standard error.
+        stderr: String,
+    },
+    /// A system call or file operation failed.
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The operation does not apply to the node's current state (e.g. start a running node).
+    State(String),
+}
+
+impl Error {
+    /// Wraps an I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotRoot => f.write_str(
+                "the local cluster needs root: it creates network namespaces, veth pairs and a \
+                 bridge (run as root, e.g. `sudo -E tidewater run ...`, or use the ssh backend)",
+            ),
+            Error::UnknownNode(n) => write!(f, "no node named {n:?} in this cluster"),
+            Error::Config(m) => write!(f, "cluster configuration: {m}"),
+            Error::Command {
+                command,
+                status,
+                stderr,
+            } => {
+                let status = status.map_or("a signal".to_string(), |s| format!("status {s}"));
+                write!(f, "`{command}` failed with {status}: {}", stderr.trim())
+            }
+            Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::State(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Shorthand for cluster results.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Control over a running cluster's nodes and network.
+///
+/// Node arguments are node names (`c1`, `n1`, ...). Every method is safe to call on a node in
+/// any state: `stop`/`kill` of a stopped node and `resume` of a running one do nothing.
+pub trait Cluster: Send + Sync {
+    /// Every node, controller first.
+    fn nodes(&self) -> &[NodeInfo];
+
+    /// Starts the node's process (keeping its data). Does nothing if it runs.
+    fn start(&self, node: &str) -> Result<()>;
+
+    /// Stops the node gracefully: SIGCONT (if paused), SIGTERM, then SIGKILL after a bound.
+    fn stop(&self, node: &str) -> Result<()>;
+
+    /// Kills the node's process with SIGKILL (no chance to flush anything).
+    fn kill(&self, node: &str) -> Result<()>;
+
+    /// Freezes the node's process with SIGSTOP.
+    fn pause(&self, node: &str) -> Result<()>;
+
+    /// Thaws a paused node with SIGCONT.
+    fn resume(&self, node: &str) -> Result<()>;
+
+    /// Stops, then starts the node, keeping its data.
+    fn restart(&self, node: &str) -> Result<()> {
+        self.stop(node)?;
+        self.start(node)
+    }
+
+    /// Deletes the node's data; the node must be stopped.
+    fn wipe(&self, node: &str) -> Result<()>;
+
+    /// Whether the node's process is alive (paused counts as alive).
+    fn is_running(&self, node: &str) -> bool;
+
+    /// Whether the node's process is paused.
+    fn is_paused(&self, node: &str) -> bool;
+
+    /// Copies the node's logs into `dest` (a directory, created if needed).
+    fn collect_logs(&self, node: &str, dest: &Path) -> Result<()>;
+
+    /// The network fault injector of this cluster.
+    fn net(&self) -> &dyn Net;
+
+    /// Heals the network, resumes and stops every process and removes everything the cluster
+    /// created. Idempotent; also done when the cluster is dropped.
+    fn teardown(&self) -> Result<()>;
+
+    /// The names of every node, controller first.
+    fn node_names(&self) -> Vec<String> {
+        self.nodes().iter().map(|n| n.name.clone()).collect()
+    }
+
+    /// The names of the broker nodes.
+    fn broker_names(&self) -> Vec<String> {
+        self.nodes()
+            .iter()
+            .filter(|n| n.role == Role::Broker)
+            .map(|n| n.name.clone())
+            .collect()
+    }
+
+    /// Looks a node up by name.
+    fn node(&self, name: &str) -> Result<&NodeInfo> {
+        self.nodes()
+            .iter()
+            .find(|n| n.name == name)
+            .ok_or_else(|| Error::UnknownNode(name.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_list_puts_the_controller_first_and_numbers_brokers_from_one() {
+        let nodes = node_list(3, 9092, |i| Ipv4Addr::new(10, 0, 0, 10 + i as u8));
+        let names: Vec<_> = nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["c1", "n1", "n2", "n3"]);
+        assert_eq!(nodes[0].role, Role::Controller);
+        assert_eq!(nodes[0].broker_id, None);
+        assert_eq!(nodes[2].broker_id, Some(2));
+        assert_eq!(nodes[3].url(), "http://10.0.0.13:9092");
+    }
+}
