@@ -1,1 +1,28 @@
-//! placeholder
+//! # Tidewater's companion broker
+//!
+//! A Kafka-style partitioned log behind a small JSON/HTTP API (`docs/api.md`), the system under
+//! test of the Tidewater harness. Settings use Kafka's names (`docs/configuration.md`).
+//!
+//! # Layout
+//!
+//! - [`config`]: the typed [`config::Config`] from a TOML file and `--set` pairs; topic overrides.
+//! - [`server`]: shared state ([`server::Broker`]), the entry point [`server::run`], retention.
+//! - [`api`]: HTTP routes, request/response types, handlers.
+//! - [`error`]: Kafka's error names, HTTP statuses and the JSON error body.
+//! - [`topics`]: the topic catalog, persisted atomically in the first log dir.
+//! - [`partition`]: one hosted partition: log + high watermark + waiters (long polls,
+//!   delayed produces).
+//! - [`metrics`]: counters and the Prometheus text of `/metrics`.
+//! - [`storage`]: the segmented, CRC-checked log of one partition and its recovery.
+
+pub mod api;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod partition;
+pub mod server;
+pub mod storage;
+pub mod topics;
+
+pub use config::Config;
+pub use server::run;

@@ -1,1 +1,109 @@
-fn main() {}
+//! `tidewater-broker`: starts a broker (or, later, the controller) from a TOML file and/or
+//! `--set key=value` settings, logs to stderr, prints `listening on HOST:PORT` on stdout once
+//! the listener is bound, and stops cleanly on SIGINT/SIGTERM.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tidewater_broker::config::{Config, Role};
+use tidewater_broker::server;
+
+/// Tidewater's companion broker: Kafka's replication protocol behind a small HTTP API.
+///
+/// Settings use Kafka's names and defaults (see docs/configuration.md), e.g.
+/// `--set log.dirs=/var/lib/tw --set listeners=http://127.0.0.1:0`.
+#[derive(Parser)]
+#[command(name = "tidewater-broker", version)]
+struct Args {
+    /// A flat TOML file of settings: `"log.dirs" = "/var/lib/tw"`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// One setting, `key=value`; repeatable; overrides the file.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
+    /// What this process is: `broker` or `controller` (overrides `process.roles`).
+    #[arg(long, value_name = "ROLE")]
+    role: Option<String>,
+    /// Print every setting with its default and meaning, then exit.
+    #[arg(long)]
+    list_settings: bool,
+}
+
+fn load_config(args: &Args) -> Result<Config, String> {
+    let mut settings = match &args.config {
+        Some(path) => Config::read_file(path).map_err(|e| e.to_string())?,
+        None => BTreeMap::new(),
+    };
+    for assignment in &args.settings {
+        let (name, value) = Config::parse_assignment(assignment).map_err(|e| e.to_string())?;
+        settings.insert(name, value);
+    }
+    if let Some(role) = &args.role {
+        settings.insert("process.roles".to_string(), role.clone());
+    }
+    Config::from_settings(&settings).map_err(|e| e.to_string())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    tracing::info!("shutdown requested");
+}
+
+async fn serve(config: Config) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(config.listener)
+        .await
+        .map_err(|e| format!("cannot bind listeners={}: {e}", config.listener))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "listening on {bound}");
+    let _ = stdout.flush();
+    let result = match config.role {
+        Role::Broker => server::run(listener, config, shutdown_signal()).await,
+        Role::Controller => server::run_controller(listener, config, shutdown_signal()).await,
+    };
+    result.map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.list_settings {
+        for setting in tidewater_broker::config::SETTINGS {
+            println!(
+                "{} = {:?}\n    {}",
+                setting.name, setting.default, setting.doc
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let config = match load_config(&args) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("tidewater-broker: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            eprintln!("tidewater-broker: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

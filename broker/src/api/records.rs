@@ -1,0 +1,466 @@
+//! Produce, fetch, list offsets and delete records on one partition.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::extract::{decode_json, ApiJson, ApiPath, ApiQuery};
+use crate::error::{ApiError, ErrorKind};
+use crate::metrics::Metrics;
+use crate::partition::{Isolation, Partition};
+use crate::server::{now_ms, Broker};
+use crate::storage::{Record, StoredRecord};
+use crate::topics::{validate_topic_name, Topic, TopicMeta};
+
+/// Default `timeout_ms` of a produce request (Kafka's `request.timeout.ms`).
+pub const PRODUCE_TIMEOUT_DEFAULT_MS: u64 = 30_000;
+/// Bound on `timeout_ms`: a delayed produce never holds its request longer.
+pub const PRODUCE_TIMEOUT_MAX_MS: u64 = 300_000;
+/// Default `max_bytes` of a fetch (Kafka's `max.partition.fetch.bytes`).
+pub const FETCH_MAX_BYTES_DEFAULT: u64 = 1 << 20;
+/// Bound on `max_bytes` of a fetch, so one response cannot exhaust memory.
+pub const FETCH_MAX_BYTES_LIMIT: u64 = 64 << 20;
+/// Bound on `max_wait_ms` of a long-polling fetch.
+pub const FETCH_MAX_WAIT_LIMIT_MS: u64 = 30_000;
+/// Bytes Kafka's v2 record batch header takes; counted in the batch size checked against
+/// `max.message.bytes`.
+pub const BATCH_OVERHEAD_BYTES: u64 = 61;
+/// Upper estimate of a v2 record's framing (length, attributes, deltas, header count varints).
+pub const RECORD_OVERHEAD_BYTES: u64 = 21;
+/// Slack on the HTTP body over `max.message.bytes`: JSON framing and string escapes make the
+/// body larger than the batch; the exact batch size is checked after decoding.
+pub const PRODUCE_BODY_SLACK_BYTES: u64 = 64 << 10;
+
+/// Which replicas must have a batch before the produce is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// `0`: answer without offsets.
+    None,
+    /// `1`: answer once the leader has appended.
+    Leader,
+    /// `all`/`-1`: answer once the HW passed the batch (the whole ISR has it).
+    All,
+}
+
+impl Acks {
+    /// Parses `"all"`, `"-1"`, `"1"`, `"0"` (strings or numbers); absent = all (Kafka's default).
+    pub fn parse(value: Option<&Value>) -> Result<Acks, ApiError> {
+        let text = match value {
+            None => return Ok(Acks::All),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(other) => other.to_string(),
+        };
+        match text.as_str() {
+            "all" | "-1" => Ok(Acks::All),
+            "1" => Ok(Acks::Leader),
+            "0" => Ok(Acks::None),
+            _ => Err(ApiError::new(
+                ErrorKind::InvalidRequiredAcks,
+                format!("acks must be \"all\", \"-1\", \"1\" or \"0\", got {text}"),
+            )),
+        }
+    }
+}
+
+/// Body of a produce request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProduceRequest {
+    /// `"all"`, `"1"` or `"0"`.
+    pub acks: Option<Value>,
+    /// With acks=all, how long to wait for the HW; default 30000, at most 300000.
+    pub timeout_ms: Option<u64>,
+    /// The batch, appended atomically at consecutive offsets.
+    pub records: Vec<ProduceRecord>,
+}
+
+/// One record to produce. Keys and values are UTF-8 strings.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProduceRecord {
+    /// Optional key.
+    pub key: Option<String>,
+    /// The value.
+    pub value: String,
+    /// Creation time; defaults to the broker's clock.
+    pub timestamp_ms: Option<i64>,
+}
+
+/// Answer of a produce request. With acks=0 the offsets and HW are null.
+#[derive(Debug, Serialize)]
+pub struct ProduceResponse {
+    /// Offset of the first record.
+    pub base_offset: Option<u64>,
+    /// Offset of each record, in request order.
+    pub offsets: Option<Vec<u64>>,
+    /// The partition's HW after the produce.
+    pub high_watermark: Option<u64>,
+    /// Leader epoch the batch was appended under.
+    pub leader_epoch: u32,
+}
+
+/// The partition, creating its topic first when `auto.create.topics.enable` allows it.
+async fn partition_for_produce(
+    broker: &Broker,
+    topic: &str,
+    partition: u32,
+) -> Result<(Arc<Topic>, Arc<Partition>), ApiError> {
+    let found = match broker.topics.get(topic) {
+        Some(found) => found,
+        None if broker.config.auto_create_topics_enable => {
+            let meta = TopicMeta {
+                partitions: broker.config.num_partitions,
+                replication_factor: broker.config.default_replication_factor,
+                configs: Default::default(),
+            };
+            match broker.topics.create(topic, meta).await {
+                Ok(created) => created,
+                // Another request created it first.
+                Err(e) if e.kind == ErrorKind::TopicAlreadyExists => {
+                    broker.topics.get(topic).ok_or(e)?
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        None => return Err(ApiError::unknown_topic(topic, None)),
+    };
+    let partition = found
+        .partitions
+        .get(partition as usize)
+        .cloned()
+        .ok_or_else(|| ApiError::unknown_topic(topic, Some(partition)))?;
+    Ok((found, partition))
+}
+
+/// Checks the batch against `max.message.bytes` and turns it into storage records.
+fn to_records(request: ProduceRequest, max_message_bytes: u64) -> Result<Vec<Record>, ApiError> {
+    if request.records.is_empty() {
+        return Err(ApiError::invalid_request("records must not be empty"));
+    }
+    let payload: u64 = request
+        .records
+        .iter()
+        .map(|r| r.key.as_ref().map_or(0, |k| k.len()) as u64 + r.value.len() as u64)
+        .sum();
+    let size =
+        BATCH_OVERHEAD_BYTES + payload + RECORD_OVERHEAD_BYTES * request.records.len() as u64;
+    if size > max_message_bytes {
+        return Err(ApiError::new(
+            ErrorKind::MessageTooLarge,
+            format!(
+                "the batch is about {size} bytes, more than max.message.bytes={max_message_bytes}"
+            ),
+        ));
+    }
+    let now_ms = now_ms();
+    Ok(request
+        .records
+        .into_iter()
+        .map(|r| Record {
+            key: r.key.map(String::into_bytes),
+            value: r.value.into_bytes(),
+            timestamp_ms: r.timestamp_ms.unwrap_or(now_ms),
+        })
+        .collect())
+}
+
+/// `POST /v1/topics/{topic}/partitions/{partition}/records`.
+pub async fn produce(
+    State(broker): State<Arc<Broker>>,
+    ApiPath((topic_name, index)): ApiPath<(String, u32)>,
+    body: Body,
+) -> Result<Json<ProduceResponse>, ApiError> {
+    validate_topic_name(&topic_name)?;
+    let (topic, partition) = partition_for_produce(&broker, &topic_name, index).await?;
+    let max_message_bytes = topic.config.log_config(&broker.config).max_message_bytes;
+    let body_limit = max_message_bytes
+        .saturating_mul(2)
+        .saturating_add(PRODUCE_BODY_SLACK_BYTES);
+    let bytes = axum::body::to_bytes(body, usize::try_from(body_limit).unwrap_or(usize::MAX))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                ErrorKind::MessageTooLarge,
+                format!(
+                    "request body over {body_limit} bytes (max.message.bytes={max_message_bytes})"
+                ),
+            )
+        })?;
+    let request: ProduceRequest = decode_json(&bytes)?;
+    let acks = Acks::parse(request.acks.as_ref())?;
+    let timeout_ms = request.timeout_ms.unwrap_or(PRODUCE_TIMEOUT_DEFAULT_MS);
+    if timeout_ms > PRODUCE_TIMEOUT_MAX_MS {
+        return Err(ApiError::invalid_request(format!(
+            "timeout_ms must be at most {PRODUCE_TIMEOUT_MAX_MS}, got {timeout_ms}"
+        )));
+    }
+    let records = to_records(request, max_message_bytes)?;
+    let count = records.len() as u64;
+    let bytes_in: u64 = records
+        .iter()
+        .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
+        .sum();
+    let min_insync_replicas =
+        (acks == Acks::All).then(|| topic.config.min_insync_replicas(&broker.config));
+    let appended = partition.append(records, min_insync_replicas)?;
+    Metrics::add(&broker.metrics.bytes_in, bytes_in);
+    Metrics::add(&broker.metrics.messages_in, count);
+    let mut high_watermark = appended.offsets.high_watermark;
+    if acks == Acks::All && high_watermark <= appended.last_offset {
+        let wait = Duration::from_millis(timeout_ms);
+        if !partition
+            .wait_for_high_watermark(appended.last_offset, wait)
+            .await
+        {
+            return Err(ApiError::new(
+                ErrorKind::RequestTimedOut,
+                format!(
+                    "the batch at offsets {}..={} was appended but not replicated to the ISR within {timeout_ms} ms",
+                    appended.base_offset, appended.last_offset
+                ),
+            ));
+        }
+        high_watermark = partition.offsets().high_watermark;
+    }
+    if acks == Acks::None {
+        return Ok(Json(ProduceResponse {
+            base_offset: None,
+            offsets: None,
+            high_watermark: None,
+            leader_epoch: appended.offsets.leader_epoch,
+        }));
+    }
+    Ok(Json(ProduceResponse {
+        base_offset: Some(appended.base_offset),
+        offsets: Some((appended.base_offset..=appended.last_offset).collect()),
+        high_watermark: Some(high_watermark),
+        leader_epoch: appended.offsets.leader_epoch,
+    }))
+}
+
+/// Query of a fetch.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FetchQuery {
+    /// First offset wanted.
+    pub offset: i64,
+    /// About how many bytes of records to return (at least one record if any is visible).
+    pub max_bytes: Option<u64>,
+    /// Long poll: how long to wait for records when none is visible at `offset`.
+    pub max_wait_ms: Option<u64>,
+    /// `committed` (below the HW, default) or `uncommitted` (below the LEO).
+    pub isolation: Option<String>,
+}
+
+/// A fetched record.
+#[derive(Debug, Serialize)]
+pub struct FetchedRecord {
+    /// Its offset.
+    pub offset: u64,
+    /// Its key, if any.
+    pub key: Option<String>,
+    /// Its value.
+    pub value: String,
+    /// Its timestamp.
+    pub timestamp_ms: i64,
+}
+
+/// Answer of a fetch.
+#[derive(Debug, Serialize)]
+pub struct FetchResponse {
+    /// Records from the requested offset, in offset order.
+    pub records: Vec<FetchedRecord>,
+    /// The partition's HW at the time of the read.
+    pub high_watermark: u64,
+    /// The partition's log start offset.
+    pub log_start_offset: u64,
+    /// The partition's LEO.
+    pub log_end_offset: u64,
+    /// The leader's epoch.
+    pub leader_epoch: u32,
+}
+
+fn parse_isolation(isolation: Option<&str>) -> Result<Isolation, ApiError> {
+    match isolation {
+        None | Some("committed") => Ok(Isolation::Committed),
+        Some("uncommitted") => Ok(Isolation::Uncommitted),
+        Some(other) => Err(ApiError::invalid_request(format!(
+            "isolation must be \"committed\" or \"uncommitted\", got {other:?}"
+        ))),
+    }
+}
+
+fn non_negative_offset(offset: i64) -> Result<u64, ApiError> {
+    u64::try_from(offset).map_err(|_| {
+        ApiError::new(
+            ErrorKind::OffsetOutOfRange,
+            format!("offset {offset} is negative"),
+        )
+    })
+}
+
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+fn to_fetched(record: StoredRecord) -> FetchedRecord {
+    FetchedRecord {
+        offset: record.offset,
+        key: record.key.map(text),
+        value: text(record.value),
+        timestamp_ms: record.timestamp_ms,
+    }
+}
+
+/// `GET /v1/topics/{topic}/partitions/{partition}/records?offset=N&...`.
+pub async fn fetch(
+    State(broker): State<Arc<Broker>>,
+    ApiPath((topic, index)): ApiPath<(String, u32)>,
+    ApiQuery(query): ApiQuery<FetchQuery>,
+) -> Result<Json<FetchResponse>, ApiError> {
+    validate_topic_name(&topic)?;
+    let partition = broker.topics.partition(&topic, index)?;
+    let offset = non_negative_offset(query.offset)?;
+    let isolation = parse_isolation(query.isolation.as_deref())?;
+    let max_bytes = query.max_bytes.unwrap_or(FETCH_MAX_BYTES_DEFAULT);
+    let max_wait_ms = query.max_wait_ms.unwrap_or(0);
+    if max_bytes > FETCH_MAX_BYTES_LIMIT || max_wait_ms > FETCH_MAX_WAIT_LIMIT_MS {
+        return Err(ApiError::invalid_request(format!(
+            "max_bytes must be at most {FETCH_MAX_BYTES_LIMIT} and max_wait_ms at most \
+             {FETCH_MAX_WAIT_LIMIT_MS}"
+        )));
+    }
+    let max_bytes = max_bytes as usize;
+    let (mut records, mut offsets) = partition.read(offset, max_bytes, isolation)?;
+    if records.is_empty() && max_wait_ms > 0 {
+        tokio::select! {
+            _ = partition.wait_for_records(offset, isolation, Duration::from_millis(max_wait_ms)) => {}
+            _ = broker.shutdown_started() => {}
+        }
+        (records, offsets) = partition.read(offset, max_bytes, isolation)?;
+    }
+    let bytes_out: u64 = records
+        .iter()
+        .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
+        .sum();
+    Metrics::add(&broker.metrics.bytes_out, bytes_out);
+    Ok(Json(FetchResponse {
+        records: records.into_iter().map(to_fetched).collect(),
+        high_watermark: offsets.high_watermark,
+        log_start_offset: offsets.log_start_offset,
+        log_end_offset: offsets.log_end_offset,
+        leader_epoch: offsets.leader_epoch,
+    }))
+}
+
+/// Query of list offsets.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListOffsetsQuery {
+    /// `earliest` (log start offset) or `latest` (HW, as Kafka answers read_uncommitted
+    /// consumers).
+    pub spec: String,
+}
+
+/// Answer of list offsets.
+#[derive(Debug, Serialize)]
+pub struct OffsetResponse {
+    /// The offset asked for.
+    pub offset: u64,
+}
+
+/// `GET /v1/topics/{topic}/partitions/{partition}/offsets?spec=earliest|latest`.
+pub async fn list_offsets(
+    State(broker): State<Arc<Broker>>,
+    ApiPath((topic, index)): ApiPath<(String, u32)>,
+    ApiQuery(query): ApiQuery<ListOffsetsQuery>,
+) -> Result<Json<OffsetResponse>, ApiError> {
+    validate_topic_name(&topic)?;
+    let partition = broker.topics.partition(&topic, index)?;
+    let offsets = partition.offsets();
+    let offset = match query.spec.as_str() {
+        "earliest" => offsets.log_start_offset,
+        "latest" => offsets.high_watermark,
+        other => {
+            return Err(ApiError::invalid_request(format!(
+                "spec must be \"earliest\" or \"latest\", got {other:?}"
+            )))
+        }
+    };
+    Ok(Json(OffsetResponse { offset }))
+}
+
+/// Body of delete-records.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteRecordsRequest {
+    /// New log start offset; -1 = the HW (Kafka's convention).
+    pub offset: i64,
+}
+
+/// Answer of delete-records.
+#[derive(Debug, Serialize)]
+pub struct DeleteRecordsResponse {
+    /// The log start offset after the deletion.
+    pub low_watermark: u64,
+}
+
+/// `POST /v1/topics/{topic}/partitions/{partition}/delete-records`.
+pub async fn delete_records(
+    State(broker): State<Arc<Broker>>,
+    ApiPath((topic, index)): ApiPath<(String, u32)>,
+    ApiJson(request): ApiJson<DeleteRecordsRequest>,
+) -> Result<Json<DeleteRecordsResponse>, ApiError> {
+    validate_topic_name(&topic)?;
+    let partition = broker.topics.partition(&topic, index)?;
+    let offset = match request.offset {
+        -1 => partition.offsets().high_watermark,
+        offset => non_negative_offset(offset)?,
+    };
+    let low_watermark = partition.delete_records_before(offset)?;
+    Ok(Json(DeleteRecordsResponse { low_watermark }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn acks_accepts_kafka_spellings_only() {
+        assert_eq!(Acks::parse(None).unwrap(), Acks::All);
+        assert_eq!(Acks::parse(Some(&json!("all"))).unwrap(), Acks::All);
+        assert_eq!(Acks::parse(Some(&json!(-1))).unwrap(), Acks::All);
+        assert_eq!(Acks::parse(Some(&json!("1"))).unwrap(), Acks::Leader);
+        assert_eq!(Acks::parse(Some(&json!(0))).unwrap(), Acks::None);
+        for bad in [json!("2"), json!("most"), json!(true), json!(null)] {
+            let error = Acks::parse(Some(&bad)).unwrap_err();
+            assert_eq!(error.kind, ErrorKind::InvalidRequiredAcks, "{bad}");
+        }
+    }
+
+    #[test]
+    fn batch_size_is_checked_against_max_message_bytes() {
+        let request = |value: &str| ProduceRequest {
+            acks: None,
+            timeout_ms: None,
+            records: vec![ProduceRecord {
+                key: Some("k".into()),
+                value: value.into(),
+                timestamp_ms: Some(5),
+            }],
+        };
+        let limit = BATCH_OVERHEAD_BYTES + RECORD_OVERHEAD_BYTES + 1 + 10;
+        let records = to_records(request("0123456789"), limit).unwrap();
+        assert_eq!(records[0].timestamp_ms, 5);
+        assert_eq!(records[0].key.as_deref(), Some(&b"k"[..]));
+        let error = to_records(request("0123456789a"), limit).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::MessageTooLarge);
+    }
+}

@@ -1,0 +1,196 @@
+//! `POST/GET /v1/topics`, `GET/DELETE /v1/topics/{topic}`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::extract::{ApiJson, ApiPath};
+use crate::error::{ApiError, ErrorKind};
+use crate::server::Broker;
+use crate::topics::{validate_topic_name, Topic, TopicMeta};
+
+/// Body of `POST /v1/topics`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTopicRequest {
+    /// Topic name (Kafka's rule).
+    pub name: String,
+    /// Partition count; absent or -1 = `num.partitions`.
+    pub partitions: Option<i64>,
+    /// Replicas per partition; absent or -1 = `default.replication.factor`.
+    pub replication_factor: Option<i64>,
+    /// Topic-level overrides (`retention.ms`, ...); strings, numbers or booleans.
+    #[serde(default)]
+    pub configs: BTreeMap<String, Value>,
+}
+
+/// One partition in a topic description or in metadata.
+#[derive(Debug, Serialize)]
+pub struct PartitionDescription {
+    /// Partition index.
+    pub partition: u32,
+    /// Broker id of the leader.
+    pub leader: i64,
+    /// The leader's epoch.
+    pub leader_epoch: u32,
+    /// Broker ids holding a replica.
+    pub replicas: Vec<u32>,
+    /// Broker ids in sync.
+    pub isr: Vec<u32>,
+}
+
+/// Answer of create and describe.
+#[derive(Debug, Serialize)]
+pub struct TopicDescription {
+    /// Topic name.
+    pub name: String,
+    /// Replicas per partition.
+    pub replication_factor: u16,
+    /// The topic's overrides as given at creation.
+    pub configs: BTreeMap<String, String>,
+    /// One entry per partition.
+    pub partitions: Vec<PartitionDescription>,
+}
+
+/// Describes `topic` as hosted by the broker `broker_id`.
+pub fn describe_topic(topic: &Topic, broker_id: u32) -> TopicDescription {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|partition| {
+            let (replicas, isr) = partition.replicas_and_isr();
+            PartitionDescription {
+                partition: partition.partition,
+                leader: i64::from(broker_id),
+                leader_epoch: partition.offsets().leader_epoch,
+                replicas,
+                isr,
+            }
+        })
+        .collect();
+    TopicDescription {
+        name: topic.name.clone(),
+        replication_factor: topic.meta.replication_factor,
+        configs: topic.meta.configs.clone(),
+        partitions,
+    }
+}
+
+/// A config value as a string: Kafka's configs are strings, JSON numbers and booleans are
+/// accepted for convenience.
+fn config_value(name: &str, value: &Value) -> Result<String, ApiError> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        _ => Err(ApiError::new(
+            ErrorKind::InvalidConfig,
+            format!("config {name:?} must be a string, number or boolean"),
+        )),
+    }
+}
+
+/// Resolves the request against the broker's defaults and this cluster's size (one broker).
+fn topic_meta(broker: &Broker, request: &CreateTopicRequest) -> Result<TopicMeta, ApiError> {
+    let partitions = match request.partitions {
+        None | Some(-1) => broker.config.num_partitions,
+        Some(n) if n >= 1 && n <= i64::from(u32::MAX) => n as u32,
+        Some(n) => {
+            return Err(ApiError::new(
+                ErrorKind::InvalidPartitions,
+                format!("partitions must be at least 1, got {n}"),
+            ))
+        }
+    };
+    let brokers_alive = 1;
+    let replication_factor = match request.replication_factor {
+        None | Some(-1) => i64::from(broker.config.default_replication_factor),
+        Some(n) => n,
+    };
+    if replication_factor < 1 || replication_factor > brokers_alive {
+        return Err(ApiError::new(
+            ErrorKind::InvalidReplicationFactor,
+            format!(
+                "replication factor {replication_factor} is impossible with {brokers_alive} \
+                 live broker(s)"
+            ),
+        ));
+    }
+    let configs = request
+        .configs
+        .iter()
+        .map(|(name, value)| Ok((name.clone(), config_value(name, value)?)))
+        .collect::<Result<_, ApiError>>()?;
+    Ok(TopicMeta {
+        partitions,
+        replication_factor: replication_factor as u16,
+        configs,
+    })
+}
+
+/// `POST /v1/topics` -> 201 with the description.
+pub async fn create(
+    State(broker): State<Arc<Broker>>,
+    ApiJson(request): ApiJson<CreateTopicRequest>,
+) -> Result<(StatusCode, Json<TopicDescription>), ApiError> {
+    validate_topic_name(&request.name)?;
+    let meta = topic_meta(&broker, &request)?;
+    let topic = broker.topics.create(&request.name, meta).await?;
+    tracing::info!(topic = %topic.name, partitions = topic.partitions.len(), "topic created");
+    let description = describe_topic(&topic, broker.config.broker_id);
+    Ok((StatusCode::CREATED, Json(description)))
+}
+
+/// Answer of `GET /v1/topics`.
+#[derive(Debug, Serialize)]
+pub struct TopicList {
+    /// Topic names, sorted.
+    pub topics: Vec<String>,
+}
+
+/// `GET /v1/topics`.
+pub async fn list(State(broker): State<Arc<Broker>>) -> Json<TopicList> {
+    let topics = broker
+        .topics
+        .list()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    Json(TopicList { topics })
+}
+
+/// `GET /v1/topics/{topic}`.
+pub async fn describe(
+    State(broker): State<Arc<Broker>>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<TopicDescription>, ApiError> {
+    validate_topic_name(&name)?;
+    let topic = broker
+        .topics
+        .get(&name)
+        .ok_or_else(|| ApiError::unknown_topic(&name, None))?;
+    Ok(Json(describe_topic(&topic, broker.config.broker_id)))
+}
+
+/// Answer of `DELETE /v1/topics/{topic}`.
+#[derive(Debug, Serialize)]
+pub struct Deleted {
+    /// Name of the deleted topic.
+    pub deleted: String,
+}
+
+/// `DELETE /v1/topics/{topic}`.
+pub async fn delete(
+    State(broker): State<Arc<Broker>>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<Deleted>, ApiError> {
+    validate_topic_name(&name)?;
+    broker.topics.delete(&name).await?;
+    tracing::info!(topic = %name, "topic deleted");
+    Ok(Json(Deleted { deleted: name }))
+}

@@ -1,0 +1,662 @@
+//! The broker's settings: Kafka's names and defaults, read from a flat TOML file and/or
+//! `--set key=value` pairs into one typed [`Config`]; per-topic overrides in [`TopicConfig`].
+//!
+//! Every setting is listed once in [`SETTINGS`] (name, default, meaning), which drives parsing,
+//! `--help` and the reference table in `docs/configuration.md`. An unknown name or a value that
+//! does not parse fails start-up with a message naming the setting.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::storage::LogConfig;
+
+/// A setting that could not be applied: its name and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// No setting has this name.
+    #[error("unknown setting {0:?} (see docs/configuration.md for the list)")]
+    Unknown(String),
+    /// The value does not parse or is out of range.
+    #[error("invalid value {value:?} for setting {name:?}: {reason}")]
+    Invalid {
+        /// The setting's name.
+        name: String,
+        /// The value as given.
+        value: String,
+        /// What is expected.
+        reason: String,
+    },
+    /// The config file could not be read or is not a flat TOML table.
+    #[error("config file {path}: {reason}")]
+    File {
+        /// The file's path.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// What this process is: a broker (the default) or the cluster's controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Hosts partitions and serves the client API.
+    Broker,
+    /// Holds the cluster metadata (brokers, topics, leaders, ISRs).
+    Controller,
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Role, String> {
+        match s {
+            "broker" => Ok(Role::Broker),
+            "controller" => Ok(Role::Controller),
+            _ => Err("expected \"broker\" or \"controller\"".to_string()),
+        }
+    }
+}
+
+/// Every broker setting, typed. Built by [`Config::from_settings`]; `Default` is Kafka's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `process.roles`: broker or controller (the CLI's `--role` overrides it).
+    pub role: Role,
+    /// `broker.id`: this node's id in metadata, ISRs and the controller's registry.
+    pub broker_id: u32,
+    /// `listeners`: the address the HTTP API binds (`http://HOST:PORT`, port 0 = any free port).
+    pub listener: SocketAddr,
+    /// `advertised.listeners`: the URL other nodes and clients use to reach this one; `None`
+    /// means the bound address.
+    pub advertised_listener: Option<String>,
+    /// `log.dirs` (or `log.dir`): the directories holding partition logs; the first also holds
+    /// the topic catalog.
+    pub log_dirs: Vec<PathBuf>,
+    /// `log.segment.bytes`: a segment rolls when it would grow past this size.
+    pub log_segment_bytes: u64,
+    /// `log.retention.ms` (or `.minutes`/`.hours`): segments older than this are deleted; -1 keeps
+    /// them forever.
+    pub log_retention_ms: i64,
+    /// `log.retention.bytes`: a partition's log is trimmed (whole segments) to this size; -1 = no limit.
+    pub log_retention_bytes: i64,
+    /// `log.retention.check.interval.ms`: how often the retention task runs.
+    pub log_retention_check_interval_ms: u64,
+    /// `log.flush.interval.messages` (alias `flush.messages`): fsync after this many appended
+    /// records; the default never fsyncs on append and leaves durability to replication, as Kafka.
+    pub log_flush_interval_messages: u64,
+    /// `log.index.interval.bytes`: bytes between offset index entries.
+    pub log_index_interval_bytes: u64,
+    /// `num.partitions`: partitions of a topic created without a count.
+    pub num_partitions: u32,
+    /// `default.replication.factor`: replication factor of a topic created without one.
+    pub default_replication_factor: u16,
+    /// `message.max.bytes`: the largest record batch the broker accepts (topic: `max.message.bytes`).
+    pub message_max_bytes: u64,
+    /// `min.insync.replicas`: with acks=all, the ISR size below which produce fails.
+    pub min_insync_replicas: u16,
+    /// `unclean.leader.election.enable`: elect an out-of-sync replica when no ISR member is alive.
+    pub unclean_leader_election_enable: bool,
+    /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: u64,
+    /// `replica.fetch.wait.max.ms`: long-poll bound of a follower's fetch.
+    pub replica_fetch_wait_max_ms: u64,
+    /// `replica.fetch.max.bytes`: bytes a follower asks for per partition fetch.
+    pub replica_fetch_max_bytes: u64,
+    /// `broker.session.timeout.ms`: a broker without heartbeat for this long is fenced.
+    pub broker_session_timeout_ms: u64,
+    /// `broker.heartbeat.interval.ms`: how often a broker heartbeats to the controller.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `controller.address`: base URL of the controller (`http://HOST:PORT`); `None` runs a
+    /// single broker without a controller.
+    pub controller_address: Option<String>,
+    /// `auto.create.topics.enable`: produce to an unknown topic creates it. Off by default here
+    /// (Kafka's default is on) because a typo in a test would otherwise create a topic silently.
+    pub auto_create_topics_enable: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        let log = LogConfig::default();
+        Config {
+            role: Role::Broker,
+            broker_id: 0,
+            listener: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            advertised_listener: None,
+            log_dirs: vec![PathBuf::from("/tmp/tidewater-logs")],
+            log_segment_bytes: log.segment_bytes,
+            log_retention_ms: log.retention_ms,
+            log_retention_bytes: log.retention_bytes,
+            log_retention_check_interval_ms: 300_000,
+            log_flush_interval_messages: log.flush_messages,
+            log_index_interval_bytes: log.index_interval_bytes,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            message_max_bytes: log.max_message_bytes,
+            min_insync_replicas: 1,
+            unclean_leader_election_enable: false,
+            replica_lag_time_max_ms: 30_000,
+            replica_fetch_wait_max_ms: 500,
+            replica_fetch_max_bytes: 1_048_576,
+            broker_session_timeout_ms: 9_000,
+            broker_heartbeat_interval_ms: 2_000,
+            controller_address: None,
+            auto_create_topics_enable: false,
+        }
+    }
+}
+
+/// One row of the settings reference: name, default as written in a config file, meaning.
+pub struct Setting {
+    /// Kafka's name of the setting.
+    pub name: &'static str,
+    /// The default, as a value that parses back to `Config::default()`'s field.
+    pub default: &'static str,
+    /// One sentence: what it controls.
+    pub doc: &'static str,
+}
+
+const fn setting(name: &'static str, default: &'static str, doc: &'static str) -> Setting {
+    Setting { name, default, doc }
+}
+
+/// Every broker setting; `docs/configuration.md` mirrors this table (a test checks it).
+pub const SETTINGS: &[Setting] = &[
+    setting("process.roles", "broker", "`broker` or `controller`; the CLI's `--role` overrides it."),
+    setting("broker.id", "0", "This node's id in metadata, ISRs and the controller's registry."),
+    setting("listeners", "http://127.0.0.1:9092", "Address the HTTP API binds, `http://HOST:PORT`; port 0 picks a free port and the binary prints `listening on HOST:PORT` on stdout."),
+    setting("advertised.listeners", "", "URL others use to reach this node; empty = the bound address."),
+    setting("log.dirs", "/tmp/tidewater-logs", "Comma-separated directories for partition logs; the first also holds the topic catalog `topics.json`."),
+    setting("log.dir", "/tmp/tidewater-logs", "A single log directory; used when `log.dirs` is not set."),
+    setting("log.segment.bytes", "1073741824", "A segment rolls when the next batch would grow it past this size."),
+    setting("log.retention.ms", "604800000", "Delete segments whose newest record is older than this; -1 = never. Takes precedence over `.minutes` and `.hours`."),
+    setting("log.retention.minutes", "", "Retention in minutes, used when `log.retention.ms` is not set."),
+    setting("log.retention.hours", "168", "Retention in hours, used when neither `.ms` nor `.minutes` is set."),
+    setting("log.retention.bytes", "-1", "Trim each partition's log (whole segments) to this size; -1 = no limit."),
+    setting("log.retention.check.interval.ms", "300000", "How often the retention task looks for segments to delete."),
+    setting("log.flush.interval.messages", "18446744073709551615", "fsync the log after this many appended records; the default never fsyncs on append (as Kafka: durability comes from replication)."),
+    setting("flush.messages", "18446744073709551615", "Alias of `log.flush.interval.messages` (the topic-level name)."),
+    setting("log.index.interval.bytes", "4096", "Bytes of log between two offset index entries."),
+    setting("num.partitions", "1", "Partitions of a topic created without a count."),
+    setting("default.replication.factor", "1", "Replication factor of a topic created without one."),
+    setting("message.max.bytes", "1048588", "Largest record batch accepted (topic override: `max.message.bytes`); larger produce requests get 413 MESSAGE_TOO_LARGE."),
+    setting("min.insync.replicas", "1", "With acks=all, produce fails with NOT_ENOUGH_REPLICAS while the ISR is smaller than this."),
+    setting("unclean.leader.election.enable", "false", "Elect an out-of-sync replica when no ISR member is alive (may lose acknowledged records)."),
+    setting("replica.lag.time.max.ms", "30000", "A follower that has not caught up for this long is removed from the ISR."),
+    setting("replica.fetch.wait.max.ms", "500", "Long-poll bound of a follower's fetch."),
+    setting("replica.fetch.max.bytes", "1048576", "Bytes a follower asks for per partition and fetch."),
+    setting("broker.session.timeout.ms", "9000", "A broker that has not heartbeated for this long is fenced by the controller."),
+    setting("broker.heartbeat.interval.ms", "2000", "How often a broker heartbeats to the controller."),
+    setting("controller.address", "", "Base URL of the controller (`http://HOST:PORT`); empty = a single broker without controller."),
+    setting("auto.create.topics.enable", "false", "Produce to an unknown topic creates it with the defaults. Off here (Kafka: on) so a mistyped topic fails loudly in a test instead of creating a new topic."),
+];
+
+fn parse<T: FromStr>(name: &str, value: &str, expected: &str) -> Result<T, ConfigError> {
+    value.trim().parse().map_err(|_| ConfigError::Invalid {
+        name: name.to_string(),
+        value: value.to_string(),
+        reason: format!("expected {expected}"),
+    })
+}
+
+fn invalid(name: &str, value: &str, reason: &str) -> ConfigError {
+    ConfigError::Invalid {
+        name: name.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn parse_positive(name: &str, value: &str) -> Result<u64, ConfigError> {
+    let n: u64 = parse(name, value, "a positive integer")?;
+    if n == 0 {
+        return Err(invalid(name, value, "expected a positive integer"));
+    }
+    Ok(n)
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
+    parse(name, value, "true or false")
+}
+
+/// A retention value: -1 (unlimited) or a non-negative number.
+fn parse_retention(name: &str, value: &str) -> Result<i64, ConfigError> {
+    let n: i64 = parse(name, value, "-1 or a non-negative integer")?;
+    if n < -1 {
+        return Err(invalid(
+            name,
+            value,
+            "expected -1 or a non-negative integer",
+        ));
+    }
+    Ok(n)
+}
+
+/// An `http://HOST:PORT` URL (the scheme may be left out) with a literal IP address.
+fn parse_listener(name: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+    if value.contains(',') {
+        return Err(invalid(name, value, "only one listener is supported"));
+    }
+    let address = value.trim().strip_prefix("http://").unwrap_or(value.trim());
+    address.parse().map_err(|_| {
+        invalid(
+            name,
+            value,
+            "expected http://IP:PORT, e.g. http://127.0.0.1:9092",
+        )
+    })
+}
+
+fn optional_url(name: &str, value: &str) -> Result<Option<String>, ConfigError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if !value.starts_with("http://") {
+        return Err(invalid(name, value, "expected a URL http://HOST:PORT"));
+    }
+    Ok(Some(value.trim_end_matches('/').to_string()))
+}
+
+/// Settings whose value depends on others (Kafka's precedence rules) are collected here first.
+#[derive(Default)]
+struct Pending {
+    log_dir: Option<Vec<PathBuf>>,
+    log_dirs: Option<Vec<PathBuf>>,
+    retention_ms: Option<i64>,
+    retention_minutes: Option<i64>,
+    retention_hours: Option<i64>,
+}
+
+fn parse_dirs(name: &str, value: &str) -> Result<Vec<PathBuf>, ConfigError> {
+    let dirs: Vec<PathBuf> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    if dirs.is_empty() {
+        return Err(invalid(name, value, "expected at least one directory"));
+    }
+    Ok(dirs)
+}
+
+impl Config {
+    /// Builds a config from `name -> value` settings (later sources already merged in), starting
+    /// from Kafka's defaults. Fails on the first unknown or invalid setting.
+    pub fn from_settings(settings: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
+        let mut config = Config::default();
+        let mut pending = Pending::default();
+        for (name, value) in settings {
+            config.apply(&mut pending, name, value)?;
+        }
+        if let Some(dirs) = pending.log_dirs.or(pending.log_dir) {
+            config.log_dirs = dirs;
+        }
+        let minute_ms = 60_000;
+        config.log_retention_ms = match (
+            pending.retention_ms,
+            pending.retention_minutes,
+            pending.retention_hours,
+        ) {
+            (Some(ms), _, _) => ms,
+            (None, Some(minutes), _) if minutes < 0 => -1,
+            (None, Some(minutes), _) => minutes.saturating_mul(minute_ms),
+            (None, None, Some(hours)) if hours < 0 => -1,
+            (None, None, Some(hours)) => hours.saturating_mul(60 * minute_ms),
+            (None, None, None) => config.log_retention_ms,
+        };
+        Ok(config)
+    }
+
+    fn apply(&mut self, pending: &mut Pending, name: &str, value: &str) -> Result<(), ConfigError> {
+        match name {
+            "process.roles" => {
+                self.role = value
+                    .trim()
+                    .parse()
+                    .map_err(|e: String| invalid(name, value, &e))?
+            }
+            "broker.id" => self.broker_id = parse(name, value, "a non-negative integer")?,
+            "listeners" => self.listener = parse_listener(name, value)?,
+            "advertised.listeners" => self.advertised_listener = optional_url(name, value)?,
+            "log.dirs" => pending.log_dirs = Some(parse_dirs(name, value)?),
+            "log.dir" => pending.log_dir = Some(parse_dirs(name, value)?),
+            "log.segment.bytes" => self.log_segment_bytes = parse_positive(name, value)?,
+            "log.retention.ms" => pending.retention_ms = Some(parse_retention(name, value)?),
+            "log.retention.minutes" if value.trim().is_empty() => {}
+            "log.retention.minutes" => {
+                pending.retention_minutes = Some(parse_retention(name, value)?)
+            }
+            "log.retention.hours" => pending.retention_hours = Some(parse_retention(name, value)?),
+            "log.retention.bytes" => self.log_retention_bytes = parse_retention(name, value)?,
+            "log.retention.check.interval.ms" => {
+                self.log_retention_check_interval_ms = parse_positive(name, value)?
+            }
+            "log.flush.interval.messages" | "flush.messages" => {
+                self.log_flush_interval_messages = parse_positive(name, value)?
+            }
+            "log.index.interval.bytes" => {
+                self.log_index_interval_bytes = parse_positive(name, value)?
+            }
+            "num.partitions" => {
+                self.num_partitions = parse_positive(name, value)?
+                    .try_into()
+                    .map_err(|_| invalid(name, value, "too large"))?
+            }
+            "default.replication.factor" => {
+                self.default_replication_factor = parse_positive(name, value)?
+                    .try_into()
+                    .map_err(|_| invalid(name, value, "too large"))?
+            }
+            "message.max.bytes" => self.message_max_bytes = parse_positive(name, value)?,
+            "min.insync.replicas" => {
+                self.min_insync_replicas = parse_positive(name, value)?
+                    .try_into()
+                    .map_err(|_| invalid(name, value, "too large"))?
+            }
+            "unclean.leader.election.enable" => {
+                self.unclean_leader_election_enable = parse_bool(name, value)?
+            }
+            "replica.lag.time.max.ms" => {
+                self.replica_lag_time_max_ms = parse_positive(name, value)?
+            }
+            "replica.fetch.wait.max.ms" => {
+                self.replica_fetch_wait_max_ms = parse(name, value, "a non-negative integer")?
+            }
+            "replica.fetch.max.bytes" => {
+                self.replica_fetch_max_bytes = parse_positive(name, value)?
+            }
+            "broker.session.timeout.ms" => {
+                self.broker_session_timeout_ms = parse_positive(name, value)?
+            }
+            "broker.heartbeat.interval.ms" => {
+                self.broker_heartbeat_interval_ms = parse_positive(name, value)?
+            }
+            "controller.address" => self.controller_address = optional_url(name, value)?,
+            "auto.create.topics.enable" => {
+                self.auto_create_topics_enable = parse_bool(name, value)?
+            }
+            _ => return Err(ConfigError::Unknown(name.to_string())),
+        }
+        Ok(())
+    }
+
+    /// Reads a flat TOML file (`"log.dirs" = "/var/lib/tw"`, numbers and booleans allowed) into
+    /// `name -> value` strings.
+    pub fn read_file(path: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
+        let file_error = |reason: String| ConfigError::File {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| file_error(e.to_string()))?;
+        let mut settings = BTreeMap::new();
+        for (name, value) in table {
+            let value = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                other => {
+                    return Err(file_error(format!(
+                        "setting {name:?} must be a string, number or boolean, not {}",
+                        other.type_str()
+                    )))
+                }
+            };
+            settings.insert(name, value);
+        }
+        Ok(settings)
+    }
+
+    /// Splits a `--set key=value` argument.
+    pub fn parse_assignment(arg: &str) -> Result<(String, String), ConfigError> {
+        match arg.split_once('=') {
+            Some((name, value)) if !name.trim().is_empty() => {
+                Ok((name.trim().to_string(), value.to_string()))
+            }
+            _ => Err(invalid("--set", arg, "expected key=value")),
+        }
+    }
+
+    /// The log settings of a topic with no overrides.
+    pub fn log_config(&self) -> LogConfig {
+        LogConfig {
+            segment_bytes: self.log_segment_bytes,
+            retention_ms: self.log_retention_ms,
+            retention_bytes: self.log_retention_bytes,
+            flush_messages: self.log_flush_interval_messages,
+            index_interval_bytes: self.log_index_interval_bytes,
+            max_message_bytes: self.message_max_bytes,
+        }
+    }
+
+    /// The URL this node advertises: `advertised.listeners`, or the bound address.
+    pub fn advertised_url(&self, bound: SocketAddr) -> String {
+        self.advertised_listener
+            .clone()
+            .unwrap_or_else(|| format!("http://{bound}"))
+    }
+}
+
+/// Per-topic overrides of the broker's settings, under Kafka's topic-level names. `None` means
+/// "use the broker's value", so changing the broker default later changes the topic too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicConfig {
+    /// `segment.bytes`
+    pub segment_bytes: Option<u64>,
+    /// `retention.ms`
+    pub retention_ms: Option<i64>,
+    /// `retention.bytes`
+    pub retention_bytes: Option<i64>,
+    /// `flush.messages`
+    pub flush_messages: Option<u64>,
+    /// `index.interval.bytes`
+    pub index_interval_bytes: Option<u64>,
+    /// `max.message.bytes`
+    pub max_message_bytes: Option<u64>,
+    /// `min.insync.replicas`
+    pub min_insync_replicas: Option<u16>,
+    /// `unclean.leader.election.enable`
+    pub unclean_leader_election_enable: Option<bool>,
+}
+
+/// Topic-level setting names, with the broker setting each one overrides.
+pub const TOPIC_SETTINGS: &[(&str, &str)] = &[
+    ("segment.bytes", "log.segment.bytes"),
+    ("retention.ms", "log.retention.ms"),
+    ("retention.bytes", "log.retention.bytes"),
+    ("flush.messages", "log.flush.interval.messages"),
+    ("index.interval.bytes", "log.index.interval.bytes"),
+    ("max.message.bytes", "message.max.bytes"),
+    ("min.insync.replicas", "min.insync.replicas"),
+    (
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+    ),
+];
+
+impl TopicConfig {
+    /// Parses a topic's `configs` map; fails on an unknown name or a bad value.
+    pub fn from_map(configs: &BTreeMap<String, String>) -> Result<TopicConfig, ConfigError> {
+        let mut topic = TopicConfig::default();
+        for (name, value) in configs {
+            match name.as_str() {
+                "segment.bytes" => topic.segment_bytes = Some(parse_positive(name, value)?),
+                "retention.ms" => topic.retention_ms = Some(parse_retention(name, value)?),
+                "retention.bytes" => topic.retention_bytes = Some(parse_retention(name, value)?),
+                "flush.messages" => topic.flush_messages = Some(parse_positive(name, value)?),
+                "index.interval.bytes" => {
+                    topic.index_interval_bytes = Some(parse_positive(name, value)?)
+                }
+                "max.message.bytes" => topic.max_message_bytes = Some(parse_positive(name, value)?),
+                "min.insync.replicas" => {
+                    let n = parse_positive(name, value)?;
+                    topic.min_insync_replicas = Some(
+                        n.try_into()
+                            .map_err(|_| invalid(name, value, "too large"))?,
+                    );
+                }
+                "unclean.leader.election.enable" => {
+                    topic.unclean_leader_election_enable = Some(parse_bool(name, value)?)
+                }
+                _ => return Err(ConfigError::Unknown(name.clone())),
+            }
+        }
+        Ok(topic)
+    }
+
+    /// The log settings of a partition of this topic on a broker with `broker`'s settings.
+    pub fn log_config(&self, broker: &Config) -> LogConfig {
+        let base = broker.log_config();
+        LogConfig {
+            segment_bytes: self.segment_bytes.unwrap_or(base.segment_bytes),
+            retention_ms: self.retention_ms.unwrap_or(base.retention_ms),
+            retention_bytes: self.retention_bytes.unwrap_or(base.retention_bytes),
+            flush_messages: self.flush_messages.unwrap_or(base.flush_messages),
+            index_interval_bytes: self
+                .index_interval_bytes
+                .unwrap_or(base.index_interval_bytes),
+            max_message_bytes: self.max_message_bytes.unwrap_or(base.max_message_bytes),
+        }
+    }
+
+    /// `min.insync.replicas` in effect for the topic.
+    pub fn min_insync_replicas(&self, broker: &Config) -> u16 {
+        self.min_insync_replicas
+            .unwrap_or(broker.min_insync_replicas)
+    }
+
+    /// `unclean.leader.election.enable` in effect for the topic.
+    pub fn unclean_leader_election_enable(&self, broker: &Config) -> bool {
+        self.unclean_leader_election_enable
+            .unwrap_or(broker.unclean_leader_election_enable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn every_listed_default_parses_back_to_the_default_config() {
+        for setting in SETTINGS {
+            let one = settings(&[(setting.name, setting.default)]);
+            let config =
+                Config::from_settings(&one).unwrap_or_else(|e| panic!("{}: {e}", setting.name));
+            assert_eq!(config, Config::default(), "setting {}", setting.name);
+        }
+    }
+
+    #[test]
+    fn unknown_setting_is_named_in_the_error() {
+        let error = Config::from_settings(&settings(&[("log.segmnet.bytes", "10")])).unwrap_err();
+        assert_eq!(error, ConfigError::Unknown("log.segmnet.bytes".into()));
+        assert!(error.to_string().contains("log.segmnet.bytes"));
+    }
+
+    #[test]
+    fn invalid_value_is_named_in_the_error() {
+        let error = Config::from_settings(&settings(&[("num.partitions", "zero")])).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains("num.partitions") && text.contains("zero"),
+            "{text}"
+        );
+        assert!(Config::from_settings(&settings(&[("num.partitions", "0")])).is_err());
+        assert!(Config::from_settings(&settings(&[("log.retention.ms", "-2")])).is_err());
+        assert!(Config::from_settings(&settings(&[("listeners", "localhost")])).is_err());
+    }
+
+    #[test]
+    fn retention_precedence_is_ms_then_minutes_then_hours() {
+        let hours = Config::from_settings(&settings(&[("log.retention.hours", "2")])).unwrap();
+        assert_eq!(hours.log_retention_ms, 7_200_000);
+        let minutes = settings(&[("log.retention.hours", "2"), ("log.retention.minutes", "3")]);
+        assert_eq!(
+            Config::from_settings(&minutes).unwrap().log_retention_ms,
+            180_000
+        );
+        let all = settings(&[
+            ("log.retention.hours", "2"),
+            ("log.retention.minutes", "3"),
+            ("log.retention.ms", "-1"),
+        ]);
+        assert_eq!(Config::from_settings(&all).unwrap().log_retention_ms, -1);
+    }
+
+    #[test]
+    fn log_dirs_wins_over_log_dir_and_listener_accepts_port_zero() {
+        let config = Config::from_settings(&settings(&[
+            ("log.dir", "/a"),
+            ("log.dirs", "/b, /c"),
+            ("listeners", "http://127.0.0.1:0"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            config.log_dirs,
+            vec![PathBuf::from("/b"), PathBuf::from("/c")]
+        );
+        assert_eq!(config.listener, "127.0.0.1:0".parse().unwrap());
+    }
+
+    #[test]
+    fn config_file_accepts_strings_numbers_and_booleans() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.toml");
+        let text = "\"log.dirs\" = \"/var/lib/tw\"\n\"num.partitions\" = 3\n\
+                    \"auto.create.topics.enable\" = true\n";
+        std::fs::write(&path, text).unwrap();
+        let config = Config::from_settings(&Config::read_file(&path).unwrap()).unwrap();
+        assert_eq!(config.log_dirs, vec![PathBuf::from("/var/lib/tw")]);
+        assert_eq!(config.num_partitions, 3);
+        assert!(config.auto_create_topics_enable);
+    }
+
+    #[test]
+    fn topic_overrides_replace_only_what_they_name() {
+        let broker = Config::default();
+        let topic = TopicConfig::from_map(&settings(&[
+            ("segment.bytes", "4096"),
+            ("min.insync.replicas", "2"),
+        ]))
+        .unwrap();
+        let log = topic.log_config(&broker);
+        assert_eq!(log.segment_bytes, 4096);
+        assert_eq!(log.retention_ms, broker.log_retention_ms);
+        assert_eq!(topic.min_insync_replicas(&broker), 2);
+        let unknown = TopicConfig::from_map(&settings(&[("log.segment.bytes", "1")]));
+        assert_eq!(
+            unknown,
+            Err(ConfigError::Unknown("log.segment.bytes".into()))
+        );
+    }
+
+    #[test]
+    fn configuration_doc_lists_every_setting() {
+        let doc = include_str!("../../docs/configuration.md");
+        for setting in SETTINGS {
+            assert!(
+                doc.contains(&format!("`{}`", setting.name)),
+                "{} missing",
+                setting.name
+            );
+        }
+        for (name, _) in TOPIC_SETTINGS {
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "topic setting {name} missing"
+            );
+        }
+    }
+}

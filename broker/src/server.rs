@@ -1,0 +1,154 @@
+//! The broker process: shared state ([`Broker`]), the accept loop ([`run`]) and background tasks
+//! (retention). The binary and the integration tests both start the broker through [`run`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::topics::{CatalogError, TopicCatalog};
+
+/// Why the broker could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The topic catalog or a partition log could not be opened.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The listener failed.
+    #[error("listener: {0}")]
+    Io(#[from] std::io::Error),
+    /// The requested role has no implementation yet.
+    #[error("{0}")]
+    NotImplemented(&'static str),
+}
+
+/// State shared by every request handler and background task.
+pub struct Broker {
+    /// The settings the broker started with.
+    pub config: Config,
+    /// The URL this broker advertises in metadata.
+    pub advertised_url: String,
+    /// Topics and the partitions hosted here.
+    pub topics: TopicCatalog,
+    /// Request and byte counters for `/metrics`.
+    pub metrics: Metrics,
+    /// Flips to `true` when shutdown starts, so long polls end at once instead of delaying it.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Broker {
+    /// Resolves when shutdown has started.
+    pub async fn shutdown_started(&self) {
+        let mut shutdown = self.shutdown.clone();
+        let _ = shutdown.wait_for(|stopping| *stopping).await;
+    }
+}
+
+/// Serves the broker on `listener` until `shutdown` resolves, then finishes in-flight requests,
+/// flushes every log and returns. Opens (recovers) every partition before accepting requests.
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let bound: SocketAddr = listener.local_addr()?;
+    let open_config = config.clone();
+    let topics = tokio::task::spawn_blocking(move || TopicCatalog::open(&open_config))
+        .await
+        .expect("catalog opening panicked")?;
+    let (stop, stopping) = watch::channel(false);
+    let broker = Arc::new(Broker {
+        advertised_url: config.advertised_url(bound),
+        config,
+        topics,
+        metrics: Metrics::default(),
+        shutdown: stopping,
+    });
+    tracing::info!(
+        address = %bound,
+        broker_id = broker.config.broker_id,
+        topics = broker.topics.list().len(),
+        "broker started"
+    );
+    let retention = tokio::spawn(retention_task(broker.clone()));
+    let app = crate::api::router(broker.clone());
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop.send(true);
+        })
+        .await;
+    retention.abort();
+    flush_all(&broker);
+    tracing::info!("broker stopped");
+    served.map_err(ServerError::Io)
+}
+
+/// The controller role's entry point. The controller (`broker/src/controller/`) plugs in here;
+/// until it does, starting with `--role controller` fails with this clear error.
+pub async fn run_controller(
+    _listener: TcpListener,
+    _config: Config,
+    _shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    Err(ServerError::NotImplemented(
+        "the controller role is not implemented yet; start with --role broker",
+    ))
+}
+
+/// Every `log.retention.check.interval.ms`, deletes segments past each topic's retention.
+async fn retention_task(broker: Arc<Broker>) {
+    let period = Duration::from_millis(broker.config.log_retention_check_interval_ms);
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await; // the first tick is immediate; start one period after start-up
+    loop {
+        ticks.tick().await;
+        let task = broker.clone();
+        let _ = tokio::task::spawn_blocking(move || apply_retention(&task)).await;
+    }
+}
+
+fn apply_retention(broker: &Broker) {
+    let now_ms = now_ms();
+    for topic in broker.topics.list() {
+        for partition in &topic.partitions {
+            match partition.apply_retention(now_ms) {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(
+                    topic = %topic.name,
+                    partition = partition.partition,
+                    deleted,
+                    log_start_offset = partition.offsets().log_start_offset,
+                    "retention deleted segments"
+                ),
+                Err(error) => tracing::warn!(
+                    topic = %topic.name, partition = partition.partition, ?error, "retention failed"
+                ),
+            }
+        }
+    }
+}
+
+fn flush_all(broker: &Broker) {
+    for topic in broker.topics.list() {
+        for partition in &topic.partitions {
+            if let Err(error) = partition.flush() {
+                tracing::warn!(topic = %topic.name, partition = partition.partition, ?error, "flush at shutdown failed");
+            }
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch (record timestamps, retention).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
