@@ -1,0 +1,1250 @@
+//! [`Log`]: one partition's log in its own directory.
+//!
+//! A partition directory holds:
+//! - `<base offset, 20 digits>.log` and `.index` per segment (see [`super::segment`]);
+//! - `log-start-offset-checkpoint`: the first readable offset (moved by retention and
+//!   DeleteRecords);
+//! - `recovery-point-offset-checkpoint`: every segment wholly below it was fsynced, so recovery
+//!   does not need to verify it;
+//! - `leader-epoch-checkpoint`: the leader-epoch cache (see [`super::epoch`]).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::batch::{self, BatchEncoder, BatchHeader, HEADER_LEN};
+use super::checkpoint::{self, sync_dir};
+use super::epoch::LeaderEpochCache;
+use super::segment::{self, Segment};
+use super::{Batch, LogConfig, LogError, Record, StoredRecord};
+
+/// File name of the log start offset checkpoint inside a partition directory.
+pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+/// File name of the recovery point checkpoint inside a partition directory.
+pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+/// Largest batch the log stores, whatever the config says: positions in the index are 32-bit.
+const BATCH_BYTES_MAX: usize = i32::MAX as usize;
+
+/// One partition's log: segments, offsets, leader-epoch cache. Not internally synchronised:
+/// the broker wraps it in a lock per partition.
+#[derive(Debug)]
+pub struct Log {
+    /// The partition directory; every file of this log lives directly in it.
+    dir: PathBuf,
+    /// Current settings; changes apply to later appends and retention runs.
+    config: LogConfig,
+    /// Segments by base offset. Never empty; the last one is the active segment.
+    segments: BTreeMap<u64, Segment>,
+    /// First readable offset; reads below it get OffsetOutOfRange.
+    log_start_offset: u64,
+    /// LEO: the offset the next appended record gets.
+    log_end_offset: u64,
+    /// Segments wholly below this offset were fsynced and are not verified on open.
+    recovery_point: u64,
+    /// Records appended since the last fsync, compared with `flush.messages`.
+    unflushed_messages: u64,
+    /// Epoch -> start offset, persisted in `leader-epoch-checkpoint`.
+    epochs: LeaderEpochCache,
+    /// Reused encoding buffer so an append does not allocate.
+    scratch: Vec<u8>,
+}
+
+impl Log {
+    /// Opens the log in `dir`, creating the directory and an empty log if needed. After an
+    /// unclean stop it verifies every batch from the segment holding the recovery point on,
+    /// cuts the log at the first torn or corrupt batch (deleting later segments), rebuilds the
+    /// indexes of verified segments and brings the checkpoints in line with what is left.
+    pub fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
+        fs::create_dir_all(dir)?;
+        let bases = scan_dir(dir)?;
+        let mut epochs = LeaderEpochCache::load(dir)?;
+        let loaded_epochs = epochs.entries().to_vec();
+        let checkpointed_start =
+            checkpoint::read_offset(&dir.join(LOG_START_OFFSET_CHECKPOINT))?.unwrap_or(0);
+        let checkpointed_recovery =
+            checkpoint::read_offset(&dir.join(RECOVERY_POINT_CHECKPOINT))?.unwrap_or(0);
+
+        let (segments, log_end_offset) = if bases.is_empty() {
+            let segment = Segment::create(dir, checkpointed_start)?;
+            sync_dir(dir)?;
+            (
+                BTreeMap::from([(checkpointed_start, segment)]),
+                checkpointed_start,
+            )
+        } else {
+            recover_segments(dir, &bases, checkpointed_recovery, &config, &mut epochs)?
+        };
+
+        let first_base = *segments.keys().next().expect("a log has a segment");
+        let log_start_offset = checkpointed_start.max(first_base).min(log_end_offset);
+        let recovery_point = checkpointed_recovery.min(log_end_offset);
+        let mut log = Log {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start_offset,
+            log_end_offset,
+            recovery_point,
+            unflushed_messages: 0,
+            epochs,
+            scratch: Vec::new(),
+        };
+        if log_start_offset != checkpointed_start {
+            log.save_log_start_offset()?;
+        }
+        if recovery_point != checkpointed_recovery {
+            log.save_recovery_point()?;
+        }
+        log.epochs.truncate_from_end(log_end_offset);
+        log.epochs.truncate_from_start(log_start_offset);
+        let epoch_file_missing = !dir.join(super::epoch::LEADER_EPOCH_CHECKPOINT).exists();
+        if log.epochs.entries() != loaded_epochs.as_slice() || epoch_file_missing {
+            log.epochs.save()?;
+        }
+        Ok(log)
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Current settings.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Replaces the settings (e.g. after a topic config change); applies from the next call.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    /// Leader append: gives the records consecutive offsets from the LEO, stamps them with
+    /// `leader_epoch` and writes them as one batch. Returns the first and last offset.
+    pub fn append(
+        &mut self,
+        records: Vec<Record>,
+        leader_epoch: u32,
+    ) -> Result<(u64, u64), LogError> {
+        if records.is_empty() {
+            return Err(LogError::InvalidRecord(
+                "a batch needs at least one record".into(),
+            ));
+        }
+        let size: usize = HEADER_LEN
+            + records
+                .iter()
+                .map(|r| batch::record_size(r.key.as_deref(), &r.value))
+                .sum::<usize>();
+        let max = self.config.max_message_bytes.min(BATCH_BYTES_MAX as u64);
+        if size as u64 > max {
+            return Err(LogError::RecordTooLarge {
+                size: size as u64,
+                max,
+            });
+        }
+        let base_offset = self.log_end_offset;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let mut encoder = BatchEncoder::new(&mut scratch, base_offset, leader_epoch);
+        for record in &records {
+            encoder.push(record.timestamp_ms, record.key.as_deref(), &record.value);
+        }
+        encoder.finish();
+        let result = self.append_encoded(&scratch);
+        self.scratch = scratch;
+        result?;
+        Ok((base_offset, self.log_end_offset - 1))
+    }
+
+    /// Follower append: batches fetched from the leader, keeping their offsets and epochs. The
+    /// first batch must start at the LEO and the batches must follow on from each other; all
+    /// batches are checked before any is written.
+    pub fn append_batches(&mut self, batches: &[Batch]) -> Result<(), LogError> {
+        let mut expected = self.log_end_offset;
+        let mut epoch_floor = self.epochs.latest_epoch().unwrap_or(0);
+        for batch in batches {
+            validate_replicated_batch(batch, expected, epoch_floor)?;
+            expected = batch.next_offset();
+            epoch_floor = batch.leader_epoch;
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut result = Ok(());
+        for batch in batches {
+            scratch.clear();
+            batch::encode(&mut scratch, batch);
+            result = self.append_encoded(&scratch);
+            if result.is_err() {
+                break;
+            }
+        }
+        self.scratch = scratch;
+        result
+    }
+
+    /// Writes one encoded batch whose base offset is the LEO: rolls if needed, records a new
+    /// leader epoch, writes, and fsyncs when `flush.messages` records are unflushed.
+    fn append_encoded(&mut self, bytes: &[u8]) -> Result<(), LogError> {
+        let header = BatchHeader::parse(bytes).expect("freshly encoded batch");
+        assert_eq!(
+            header.base_offset, self.log_end_offset,
+            "appends start at the LEO"
+        );
+        if let Some(latest) = self.epochs.latest_epoch() {
+            if header.leader_epoch < latest {
+                return Err(LogError::InvalidRecord(format!(
+                    "leader epoch {} is below the latest epoch {latest} of this log",
+                    header.leader_epoch
+                )));
+            }
+        }
+        self.maybe_roll(header.total_len as u64, header.next_offset())?;
+        if self
+            .epochs
+            .assign(header.leader_epoch, header.base_offset)?
+        {
+            self.epochs.save()?;
+        }
+        let interval = self.config.index_interval_bytes;
+        self.active_mut().append(&header, bytes, interval)?;
+        self.log_end_offset = header.next_offset();
+        self.unflushed_messages += u64::from(header.record_count);
+        if self.unflushed_messages >= self.config.flush_messages {
+            // The recovery point is only checkpointed by flush(): fsyncing a checkpoint per
+            // append would double the cost, and a stale one only widens recovery.
+            self.active().sync()?;
+            self.recovery_point = self.log_end_offset;
+            self.unflushed_messages = 0;
+        }
+        Ok(())
+    }
+
+    /// Rolls a new segment when the batch would overflow the active one (by size, or by the
+    /// 32-bit relative offsets of the index). The finished segment is sealed and fsynced, and
+    /// the recovery point moves to the new segment.
+    fn maybe_roll(&mut self, batch_len: u64, next_offset: u64) -> Result<(), LogError> {
+        let active = self.active();
+        let limit = self.config.segment_bytes.min(u64::from(u32::MAX));
+        let full = active.size_bytes() > 0 && active.size_bytes() + batch_len > limit;
+        let offsets_overflow = next_offset - 1 - active.base_offset > u64::from(u32::MAX);
+        if !full && !offsets_overflow {
+            return Ok(());
+        }
+        let base_offset = self.log_end_offset;
+        self.active_mut().seal(base_offset)?;
+        let segment = Segment::create(&self.dir, base_offset)?;
+        sync_dir(&self.dir)?;
+        self.segments.insert(base_offset, segment);
+        self.recovery_point = base_offset;
+        self.save_recovery_point()
+    }
+
+    /// Records with offsets in [`offset`, `max_offset`), about `max_bytes` of them (at least one
+    /// record if there is any). `offset` below the log start or above the LEO is
+    /// OffsetOutOfRange; `offset` equal to the LEO gives nothing.
+    pub fn read(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        max_offset: u64,
+    ) -> Result<Vec<StoredRecord>, LogError> {
+        let batches = self.collect(offset, max_bytes, max_offset, false)?;
+        Ok(batches.into_iter().flat_map(|b| b.records).collect())
+    }
+
+    /// Like [`Log::read`], as whole batches (for replication): the first batch is cut to start
+    /// at `offset` and the last to end before `max_offset`, offsets and epochs preserved.
+    pub fn read_batches(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        max_offset: u64,
+    ) -> Result<Vec<Batch>, LogError> {
+        self.collect(offset, max_bytes, max_offset, true)
+    }
+
+    fn collect(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        max_offset: u64,
+        whole_batches: bool,
+    ) -> Result<Vec<Batch>, LogError> {
+        if offset < self.log_start_offset || offset > self.log_end_offset {
+            return Err(self.out_of_range(offset));
+        }
+        let end_offset = max_offset.min(self.log_end_offset);
+        let mut out: Vec<Batch> = Vec::new();
+        if offset >= end_offset {
+            return Ok(out);
+        }
+        let mut bytes = 0usize;
+        let mut full = false;
+        let first_base = *self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .expect("segment covers log start")
+            .0;
+        for segment in self.segments.range(first_base..).map(|(_, s)| s) {
+            segment.scan_from(offset, end_offset, max_bytes, |mut batch| {
+                trim_batch(&mut batch, offset, end_offset);
+                if whole_batches {
+                    let size = batch_size(&batch);
+                    if !out.is_empty() && bytes + size > max_bytes {
+                        full = true;
+                        return false;
+                    }
+                    bytes += size;
+                    out.push(batch);
+                } else {
+                    let mut fitting = 0;
+                    for record in &batch.records {
+                        let size = batch::record_size(record.key.as_deref(), &record.value);
+                        if (!out.is_empty() || fitting > 0) && bytes + size > max_bytes {
+                            full = true;
+                            break;
+                        }
+                        bytes += size;
+                        fitting += 1;
+                    }
+                    batch.records.truncate(fitting);
+                    if fitting > 0 {
+                        out.push(batch);
+                    }
+                }
+                full |= bytes >= max_bytes;
+                !full
+            })?;
+            if full {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// LEO: the offset the next record will get.
+    pub fn log_end_offset(&self) -> u64 {
+        self.log_end_offset
+    }
+
+    /// The first readable offset.
+    pub fn log_start_offset(&self) -> u64 {
+        self.log_start_offset
+    }
+
+    /// Removes every record at or above `offset` (follower truncation) and the epoch cache
+    /// entries starting there. A batch straddling `offset` keeps its records below it. An
+    /// `offset` below the log start empties the log, which then starts at `offset`.
+    pub fn truncate_to(&mut self, offset: u64) -> Result<(), LogError> {
+        if offset >= self.log_end_offset {
+            return Ok(());
+        }
+        if offset < self.log_start_offset {
+            return self.truncate_fully_and_start_at(offset);
+        }
+        if self.recovery_point > offset {
+            // Lowered first, so that data rewritten below the old point is verified after a crash.
+            self.recovery_point = offset;
+            self.save_recovery_point()?;
+        }
+        let later: Vec<u64> = self
+            .segments
+            .range(offset + 1..)
+            .map(|(&base, _)| base)
+            .collect();
+        for base in later.into_iter().rev() {
+            self.segments
+                .remove(&base)
+                .expect("listed segment")
+                .delete()?;
+        }
+        let straddling = self.active_mut().truncate_to(offset)?;
+        self.log_end_offset = match &straddling {
+            Some(batch) => batch.base_offset,
+            None => offset,
+        };
+        if let Some(batch) = straddling {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            scratch.clear();
+            batch::encode(&mut scratch, &batch);
+            let header = BatchHeader::parse(&scratch).expect("freshly encoded batch");
+            let interval = self.config.index_interval_bytes;
+            let result = self.active_mut().append(&header, &scratch, interval);
+            self.scratch = scratch;
+            result?;
+            self.log_end_offset = header.next_offset();
+        }
+        assert_eq!(
+            self.log_end_offset, offset,
+            "truncation ends exactly at the target"
+        );
+        if self.epochs.truncate_from_end(offset) {
+            self.epochs.save()?;
+        }
+        Ok(())
+    }
+
+    fn truncate_fully_and_start_at(&mut self, offset: u64) -> Result<(), LogError> {
+        self.recovery_point = offset;
+        self.save_recovery_point()?;
+        self.log_start_offset = offset;
+        self.save_log_start_offset()?;
+        let bases: Vec<u64> = self.segments.keys().copied().collect();
+        for base in bases.into_iter().rev() {
+            self.segments
+                .remove(&base)
+                .expect("listed segment")
+                .delete()?;
+        }
+        self.segments
+            .insert(offset, Segment::create(&self.dir, offset)?);
+        sync_dir(&self.dir)?;
+        self.log_end_offset = offset;
+        if self.epochs.clear() {
+            self.epochs.save()?;
+        }
+        Ok(())
+    }
+
+    /// Moves the log start offset forward to `offset` (DeleteRecords; the caller checks it is
+    /// <= HW), persists it, trims the epoch cache and deletes segments wholly below it.
+    /// Returns the new log start offset (unchanged if `offset` is not above it).
+    pub fn delete_records_before(&mut self, offset: u64) -> Result<u64, LogError> {
+        if offset > self.log_end_offset {
+            return Err(self.out_of_range(offset));
+        }
+        if offset > self.log_start_offset {
+            self.advance_log_start_offset(offset)?;
+            let start = self.log_start_offset;
+            self.delete_oldest_segments_while(start, |_, next_base| next_base <= start)?;
+        }
+        Ok(self.log_start_offset)
+    }
+
+    /// Deletes whole segments, oldest first: those wholly below the log start offset, those
+    /// whose newest record is older than `retention.ms`, and while the log stays at least
+    /// `retention.bytes` large without them. Never the active segment, never a segment holding
+    /// an offset >= `hw`. Returns how many segments were deleted.
+    pub fn apply_retention(&mut self, now_ms: i64, hw: u64) -> Result<usize, LogError> {
+        let start = self.log_start_offset;
+        let mut deleted =
+            self.delete_oldest_segments_while(hw, |_, next_base| next_base <= start)?;
+        let retention_ms = self.config.retention_ms;
+        if retention_ms >= 0 {
+            deleted += self.delete_oldest_segments_while(hw, |segment, _| {
+                segment
+                    .max_timestamp_ms()
+                    .is_some_and(|ts| now_ms.saturating_sub(ts) > retention_ms)
+            })?;
+        }
+        if let Ok(retention_bytes) = u64::try_from(self.config.retention_bytes) {
+            let mut excess = self.size_bytes().saturating_sub(retention_bytes);
+            deleted += self.delete_oldest_segments_while(hw, |segment, _| {
+                let fits = excess >= segment.size_bytes();
+                if fits {
+                    excess -= segment.size_bytes();
+                }
+                fits
+            })?;
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes the longest prefix of non-active segments that lie wholly below `hw` and satisfy
+    /// `deletable(segment, next segment's base offset)`.
+    fn delete_oldest_segments_while(
+        &mut self,
+        hw: u64,
+        mut deletable: impl FnMut(&Segment, u64) -> bool,
+    ) -> Result<usize, LogError> {
+        let mut doomed = Vec::new();
+        let mut next_bases = self.segments.keys().skip(1);
+        for (&base, segment) in &self.segments {
+            let Some(&next_base) = next_bases.next() else {
+                break;
+            };
+            if next_base > hw || !deletable(segment, next_base) {
+                break;
+            }
+            doomed.push((base, next_base));
+        }
+        let Some(&(_, new_first_base)) = doomed.last() else {
+            return Ok(0);
+        };
+        // The checkpoint moves before files go: after a crash in between, the leftover segments
+        // are below the log start and get deleted by the next retention run.
+        if new_first_base > self.log_start_offset {
+            self.advance_log_start_offset(new_first_base)?;
+        }
+        for &(base, _) in &doomed {
+            self.segments
+                .remove(&base)
+                .expect("listed segment")
+                .delete()?;
+        }
+        Ok(doomed.len())
+    }
+
+    fn advance_log_start_offset(&mut self, offset: u64) -> Result<(), LogError> {
+        assert!(offset > self.log_start_offset && offset <= self.log_end_offset);
+        self.log_start_offset = offset;
+        self.save_log_start_offset()?;
+        if self.epochs.truncate_from_start(offset) {
+            self.epochs.save()?;
+        }
+        Ok(())
+    }
+
+    /// Fsyncs the active segment and the directory, then checkpoints the recovery point at the
+    /// LEO so the next open does not verify what is now durable.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        self.active().sync()?;
+        sync_dir(&self.dir)?;
+        self.unflushed_messages = 0;
+        self.recovery_point = self.log_end_offset;
+        self.save_recovery_point()
+    }
+
+    /// Bytes of batches in all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(Segment::size_bytes).sum()
+    }
+
+    /// Number of segments (at least 1).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// The leader-epoch cache.
+    pub fn epochs(&self) -> &LeaderEpochCache {
+        &self.epochs
+    }
+
+    /// Records that `epoch` starts at `start_offset` (a new leader calls this with its LEO) and
+    /// persists the cache. `start_offset` above the LEO or an epoch below the latest is refused.
+    pub fn assign_epoch(&mut self, epoch: u32, start_offset: u64) -> Result<(), LogError> {
+        if start_offset > self.log_end_offset {
+            return Err(LogError::InvalidOffset(format!(
+                "epoch {epoch} cannot start at {start_offset}, beyond the log end {}",
+                self.log_end_offset
+            )));
+        }
+        if self.epochs.assign(epoch, start_offset)? {
+            self.epochs.save()?;
+        }
+        Ok(())
+    }
+
+    /// OffsetsForLeaderEpoch (KIP-101/KIP-279): the largest known epoch <= `epoch` and its end
+    /// offset (start of the next known epoch, or the LEO). `None` if no known epoch is <= `epoch`.
+    pub fn end_offset_for_epoch(&self, epoch: u32) -> Option<(u32, u64)> {
+        self.epochs.end_offset_for(epoch, self.log_end_offset)
+    }
+
+    /// The newest leader epoch in the cache.
+    pub fn latest_epoch(&self) -> Option<u32> {
+        self.epochs.latest_epoch()
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log has a segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log has a segment")
+    }
+
+    fn out_of_range(&self, offset: u64) -> LogError {
+        LogError::OffsetOutOfRange {
+            offset,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+        }
+    }
+
+    fn save_log_start_offset(&self) -> Result<(), LogError> {
+        checkpoint::write_offset(
+            &self.dir.join(LOG_START_OFFSET_CHECKPOINT),
+            self.log_start_offset,
+        )?;
+        Ok(())
+    }
+
+    fn save_recovery_point(&self) -> Result<(), LogError> {
+        checkpoint::write_offset(
+            &self.dir.join(RECOVERY_POINT_CHECKPOINT),
+            self.recovery_point,
+        )?;
+        Ok(())
+    }
+}
+
+/// Lists segment base offsets in `dir` (sorted), removing leftovers of interrupted operations:
+/// temporary checkpoint files and index files without a log file.
+fn scan_dir(dir: &Path) -> Result<Vec<u64>, LogError> {
+    let mut logs = Vec::new();
+    let mut indexes = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(".tmp") {
+            fs::remove_file(dir.join(name))?;
+        } else if let Some(base) = parse_segment_name(name, ".log") {
+            logs.push(base);
+        } else if let Some(base) = parse_segment_name(name, ".index") {
+            indexes.push(base);
+        }
+    }
+    logs.sort_unstable();
+    for base in indexes {
+        if logs.binary_search(&base).is_err() {
+            fs::remove_file(dir.join(segment::index_file_name(base)))?;
+        }
+    }
+    Ok(logs)
+}
+
+fn parse_segment_name(name: &str, extension: &str) -> Option<u64> {
+    let digits = name.strip_suffix(extension)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Opens the segments: those wholly below the recovery point as trusted, the rest verified in
+/// order. Stops at the first segment that had to be cut or that does not end where the next one
+/// begins, and deletes every segment after it. Rebuilds the epoch cache entries of the verified
+/// range from the batches. Returns the segments and the LEO.
+fn recover_segments(
+    dir: &Path,
+    bases: &[u64],
+    recovery_point: u64,
+    config: &LogConfig,
+    epochs: &mut LeaderEpochCache,
+) -> Result<(BTreeMap<u64, Segment>, u64), LogError> {
+    let first_verified = bases
+        .partition_point(|&base| base <= recovery_point)
+        .saturating_sub(1);
+    let mut segments = BTreeMap::new();
+    for &base in &bases[..first_verified] {
+        segments.insert(
+            base,
+            Segment::open_trusted(dir, base, config.index_interval_bytes)?,
+        );
+    }
+    epochs.truncate_from_end(bases[first_verified]);
+    let mut log_end_offset = bases[first_verified];
+    let mut kept = bases.len();
+    for (i, &base) in bases.iter().enumerate().skip(first_verified) {
+        let (segment, verified) = Segment::open_verified(dir, base, config.index_interval_bytes)?;
+        segments.insert(base, segment);
+        for &(epoch, start_offset) in &verified.epoch_starts {
+            if let Err(e) = epochs.assign(epoch, start_offset) {
+                tracing::warn!(dir = %dir.display(), "ignoring batch epoch during recovery: {e}");
+            }
+        }
+        log_end_offset = verified.next_offset;
+        if let Some((position, why)) = &verified.truncated {
+            tracing::warn!(dir = %dir.display(), segment = base, position, "cut log at bad batch: {why}");
+            kept = i + 1;
+            break;
+        }
+        if let Some(&next_base) = bases.get(i + 1) {
+            if next_base != verified.next_offset {
+                tracing::warn!(dir = %dir.display(), segment = base, next_base,
+                    end = verified.next_offset, "segment does not end where the next begins");
+                kept = i + 1;
+                break;
+            }
+        }
+    }
+    for &base in bases[kept..].iter().rev() {
+        fs::remove_file(dir.join(segment::log_file_name(base)))?;
+        let _ = fs::remove_file(dir.join(segment::index_file_name(base)));
+    }
+    Ok((segments, log_end_offset))
+}
+
+/// Checks a batch fetched from the leader before anything is written.
+fn validate_replicated_batch(
+    batch: &Batch,
+    expected_base: u64,
+    epoch_floor: u32,
+) -> Result<(), LogError> {
+    if batch.base_offset != expected_base {
+        return Err(LogError::InvalidOffset(format!(
+            "batch starts at {}, expected {expected_base}",
+            batch.base_offset
+        )));
+    }
+    if batch.records.is_empty() {
+        return Err(LogError::InvalidRecord(format!(
+            "empty batch at offset {}",
+            batch.base_offset
+        )));
+    }
+    let size = batch_size(batch);
+    if size > BATCH_BYTES_MAX {
+        return Err(LogError::RecordTooLarge {
+            size: size as u64,
+            max: BATCH_BYTES_MAX as u64,
+        });
+    }
+    if batch.leader_epoch < epoch_floor {
+        return Err(LogError::InvalidRecord(format!(
+            "batch at offset {} has leader epoch {}, below {epoch_floor}",
+            batch.base_offset, batch.leader_epoch
+        )));
+    }
+    for (i, record) in batch.records.iter().enumerate() {
+        if record.offset != batch.base_offset + i as u64
+            || record.leader_epoch != batch.leader_epoch
+        {
+            return Err(LogError::InvalidRecord(format!(
+                "record {i} of the batch at {} has offset {} and epoch {}",
+                batch.base_offset, record.offset, record.leader_epoch
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Drops the records of `batch` outside [`from`, `to`).
+fn trim_batch(batch: &mut Batch, from: u64, to: u64) {
+    let keep_end = to
+        .saturating_sub(batch.base_offset)
+        .min(batch.records.len() as u64) as usize;
+    batch.records.truncate(keep_end);
+    let skip = from
+        .saturating_sub(batch.base_offset)
+        .min(batch.records.len() as u64) as usize;
+    batch.records.drain(..skip);
+    batch.base_offset = batch.base_offset.max(from);
+}
+
+/// Encoded size of a batch, for `max_bytes` accounting.
+fn batch_size(batch: &Batch) -> usize {
+    HEADER_LEN
+        + batch
+            .records
+            .iter()
+            .map(|r| batch::record_size(r.key.as_deref(), &r.value))
+            .sum::<usize>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::EpochEntry;
+    use std::os::unix::fs::FileExt;
+
+    fn record(value: &str, timestamp_ms: i64) -> Record {
+        Record {
+            key: Some(b"k".to_vec()),
+            value: value.as_bytes().to_vec(),
+            timestamp_ms,
+        }
+    }
+
+    fn values(records: &[StoredRecord]) -> Vec<(u64, String)> {
+        records
+            .iter()
+            .map(|r| (r.offset, String::from_utf8(r.value.clone()).unwrap()))
+            .collect()
+    }
+
+    fn small_config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 300,
+            index_interval_bytes: 100,
+            ..LogConfig::default()
+        }
+    }
+
+    /// Appends `count` one-record batches "v<offset>" with timestamp 1000 + offset.
+    fn fill(log: &mut Log, count: u64, epoch: u32) {
+        for _ in 0..count {
+            let offset = log.log_end_offset();
+            let (base, last) = log
+                .append(
+                    vec![record(&format!("v{offset}"), 1000 + offset as i64)],
+                    epoch,
+                )
+                .unwrap();
+            assert_eq!((base, last), (offset, offset));
+        }
+    }
+
+    fn read_all(log: &Log) -> Vec<(u64, String)> {
+        values(
+            &log.read(log.log_start_offset(), usize::MAX, u64::MAX)
+                .unwrap(),
+        )
+    }
+
+    fn expected(range: std::ops::Range<u64>) -> Vec<(u64, String)> {
+        range.map(|o| (o, format!("v{o}"))).collect()
+    }
+
+    fn segment_path(dir: &Path, base: u64) -> PathBuf {
+        dir.join(segment::log_file_name(base))
+    }
+
+    #[test]
+    fn append_assigns_offsets_and_read_respects_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        assert_eq!(
+            log.append(vec![record("a", 1), record("b", 2)], 0).unwrap(),
+            (0, 1)
+        );
+        assert_eq!(log.append(vec![record("c", 3)], 0).unwrap(), (2, 2));
+        assert_eq!(log.log_end_offset(), 3);
+
+        let all = log.read(0, usize::MAX, u64::MAX).unwrap();
+        assert_eq!(
+            values(&all),
+            vec![(0, "a".into()), (1, "b".into()), (2, "c".into())]
+        );
+        assert_eq!(all[0].key.as_deref(), Some(&b"k"[..]));
+        assert_eq!(all[2].timestamp_ms, 3);
+        // Mid-batch start, max_offset bound, and max_bytes small enough for one record only.
+        assert_eq!(
+            values(&log.read(1, usize::MAX, u64::MAX).unwrap()),
+            vec![(1, "b".into()), (2, "c".into())]
+        );
+        assert_eq!(
+            values(&log.read(0, usize::MAX, 1).unwrap()),
+            vec![(0, "a".into())]
+        );
+        assert_eq!(
+            values(&log.read(0, 1, u64::MAX).unwrap()),
+            vec![(0, "a".into())]
+        );
+        assert!(log.read(3, usize::MAX, u64::MAX).unwrap().is_empty());
+        assert!(matches!(
+            log.read(4, usize::MAX, u64::MAX),
+            Err(LogError::OffsetOutOfRange {
+                offset: 4,
+                log_start_offset: 0,
+                log_end_offset: 3
+            })
+        ));
+    }
+
+    #[test]
+    fn read_batches_cuts_first_and_last_batch_to_the_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        log.append((0..4).map(|i| record(&format!("v{i}"), i)).collect(), 2)
+            .unwrap();
+        log.append((4..8).map(|i| record(&format!("v{i}"), i)).collect(), 2)
+            .unwrap();
+        let batches = log.read_batches(2, usize::MAX, 6).unwrap();
+        assert_eq!(batches.len(), 2);
+        assert_eq!((batches[0].base_offset, batches[0].next_offset()), (2, 4));
+        assert_eq!((batches[1].base_offset, batches[1].next_offset()), (4, 6));
+        assert!(batches.iter().all(|b| b.leader_epoch == 2));
+        // A small max_bytes still returns the first whole batch, and only that one.
+        assert_eq!(log.read_batches(0, 1, u64::MAX).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn oversized_and_empty_batches_are_refused_without_effect() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            max_message_bytes: 100,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir.path(), config).unwrap();
+        let big = Record {
+            key: None,
+            value: vec![7; 100],
+            timestamp_ms: 0,
+        };
+        assert!(matches!(
+            log.append(vec![big], 0),
+            Err(LogError::RecordTooLarge {
+                size: 149,
+                max: 100
+            })
+        ));
+        assert!(matches!(
+            log.append(vec![], 0),
+            Err(LogError::InvalidRecord(_))
+        ));
+        assert_eq!(log.log_end_offset(), 0);
+        assert_eq!(log.size_bytes(), 0);
+    }
+
+    #[test]
+    fn segments_roll_at_segment_bytes_and_reopen_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 30, 0);
+        assert!(log.segment_count() > 3, "{} segments", log.segment_count());
+        assert!(log.segments.values().all(|s| s.size_bytes() <= 300));
+        assert!(segment_path(dir.path(), 0).exists());
+        let bases: Vec<u64> = log.segments.keys().copied().collect();
+        let second = bases[1];
+        assert!(dir.path().join(format!("{second:020}.log")).exists());
+        assert!(dir.path().join(format!("{second:020}.index")).exists());
+        assert_eq!(read_all(&log), expected(0..30));
+        drop(log);
+
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        assert_eq!(log.segments.keys().copied().collect::<Vec<_>>(), bases);
+        assert_eq!(read_all(&log), expected(0..30));
+        fill(&mut log, 1, 0);
+        assert_eq!(read_all(&log), expected(0..31));
+    }
+
+    #[test]
+    fn sparse_index_finds_every_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            index_interval_bytes: 120,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir.path(), config.clone()).unwrap();
+        fill(&mut log, 50, 0);
+        let entries = log.active().index_len();
+        assert!(
+            (10..50).contains(&entries),
+            "{entries} index entries for 50 batches of ~50 bytes"
+        );
+        for offset in 0..50 {
+            let got = log.read(offset, 1, u64::MAX).unwrap();
+            assert_eq!(values(&got), expected(offset..offset + 1));
+        }
+        // The rebuilt index (recovery of the active segment) answers the same.
+        drop(log);
+        let log = Log::open(dir.path(), config).unwrap();
+        assert_eq!(log.active().index_len(), entries);
+        for offset in [0, 17, 49] {
+            assert_eq!(
+                values(&log.read(offset, 1, u64::MAX).unwrap()),
+                expected(offset..offset + 1)
+            );
+        }
+    }
+
+    #[test]
+    fn recovery_cuts_a_torn_tail_and_continues_at_the_right_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        fill(&mut log, 10, 0);
+        let size = log.size_bytes();
+        drop(log); // no flush: like kill -9
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .open(segment_path(dir.path(), 0))
+            .unwrap();
+        file.set_len(size - 5).unwrap();
+
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        assert_eq!(log.log_end_offset(), 9);
+        assert_eq!(read_all(&log), expected(0..9));
+        assert!(matches!(
+            log.read(10, 1, u64::MAX),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+        assert_eq!(log.append(vec![record("new", 5)], 0).unwrap(), (9, 9));
+        assert_eq!(
+            values(&log.read(9, usize::MAX, u64::MAX).unwrap()),
+            vec![(9, "new".into())]
+        );
+    }
+
+    #[test]
+    fn recovery_cuts_at_a_flipped_byte_and_serves_nothing_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        fill(&mut log, 10, 0);
+        let batch_len = log.size_bytes() / 10;
+        drop(log);
+        // Damage one value byte of the batch at offset 4.
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(segment_path(dir.path(), 0))
+            .unwrap();
+        let at = 4 * batch_len + batch_len - 1;
+        let mut byte = [0u8];
+        file.read_exact_at(&mut byte, at).unwrap();
+        file.write_all_at(&[byte[0] ^ 0x20], at).unwrap();
+
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        assert_eq!(log.log_end_offset(), 4);
+        assert_eq!(read_all(&log), expected(0..4));
+        assert_eq!(log.size_bytes(), 4 * batch_len);
+        assert_eq!(log.append(vec![record("v4", 0)], 0).unwrap(), (4, 4));
+        assert_eq!(read_all(&log), expected(0..5));
+    }
+
+    #[test]
+    fn recovery_drops_segments_after_a_corrupt_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 30, 0);
+        let bases: Vec<u64> = log.segments.keys().copied().collect();
+        drop(log);
+        // Without a recovery point every segment is verified.
+        fs::remove_file(dir.path().join(RECOVERY_POINT_CHECKPOINT)).unwrap();
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .open(segment_path(dir.path(), bases[1]))
+            .unwrap();
+        file.write_all_at(&[0xff], 20).unwrap(); // inside the first batch's header of segment 2
+
+        let log = Log::open(dir.path(), small_config()).unwrap();
+        assert_eq!(log.log_end_offset(), bases[1]);
+        assert_eq!(read_all(&log), expected(0..bases[1]));
+        assert_eq!(log.segment_count(), 2);
+        assert!(!segment_path(dir.path(), bases[2]).exists());
+        assert!(!dir.path().join(segment::index_file_name(bases[2])).exists());
+    }
+
+    #[test]
+    fn retention_by_time_deletes_old_segments_but_not_active_or_above_hw() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            retention_ms: 1_000,
+            ..small_config()
+        };
+        let mut log = Log::open(dir.path(), config).unwrap();
+        fill(&mut log, 30, 0); // timestamps 1000..1030
+        let bases: Vec<u64> = log.segments.keys().copied().collect();
+        let count = bases.len();
+        // Nothing is older than 1000 ms at now = 2000.
+        assert_eq!(log.apply_retention(2_000, 30).unwrap(), 0);
+        // The HW stops retention at the segment holding it.
+        assert_eq!(log.apply_retention(100_000, bases[2]).unwrap(), 2);
+        assert_eq!(log.log_start_offset(), bases[2]);
+        assert!(matches!(
+            log.read(0, 1, u64::MAX),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+        // Everything old, HW at the end: all but the active segment go.
+        assert_eq!(log.apply_retention(100_000, 30).unwrap(), count - 3);
+        assert_eq!(log.segment_count(), 1);
+        assert_eq!(log.log_start_offset(), bases[count - 1]);
+        assert_eq!(read_all(&log), expected(bases[count - 1]..30));
+        assert!(!segment_path(dir.path(), 0).exists());
+        drop(log);
+        let log = Log::open(dir.path(), small_config()).unwrap();
+        assert_eq!(log.log_start_offset(), bases[count - 1]);
+    }
+
+    #[test]
+    fn retention_by_size_keeps_at_least_retention_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 30, 0);
+        let sizes: Vec<u64> = log.segments.values().map(Segment::size_bytes).collect();
+        let total: u64 = sizes.iter().sum();
+        // Keep at least total - sizes[0] - sizes[1] bytes: exactly two segments may go.
+        let retention_bytes = total - sizes[0] - sizes[1];
+        log.set_config(LogConfig {
+            retention_bytes: retention_bytes as i64,
+            ..small_config()
+        });
+        assert_eq!(log.apply_retention(0, 30).unwrap(), 2);
+        assert_eq!(log.size_bytes(), retention_bytes);
+        assert_eq!(log.apply_retention(0, 30).unwrap(), 0);
+    }
+
+    #[test]
+    fn delete_records_moves_log_start_and_persists_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 5, 1);
+        fill(&mut log, 25, 2);
+        let segments_before = log.segment_count();
+        assert_eq!(log.delete_records_before(12).unwrap(), 12);
+        assert_eq!(
+            log.delete_records_before(3).unwrap(),
+            12,
+            "never moves back"
+        );
+        assert!(matches!(
+            log.read(11, 1, u64::MAX),
+            Err(LogError::OffsetOutOfRange {
+                log_start_offset: 12,
+                ..
+            })
+        ));
+        assert_eq!(
+            values(&log.read(12, 1, u64::MAX).unwrap()),
+            expected(12..13)
+        );
+        assert!(
+            log.segment_count() < segments_before,
+            "segments wholly below 12 are deleted"
+        );
+        assert_eq!(
+            log.epochs().entries(),
+            &[EpochEntry {
+                epoch: 2,
+                start_offset: 12
+            }]
+        );
+        assert!(matches!(
+            log.delete_records_before(31),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+        drop(log);
+        let log = Log::open(dir.path(), small_config()).unwrap();
+        assert_eq!(log.log_start_offset(), 12);
+        assert_eq!(read_all(&log), expected(12..30));
+    }
+
+    #[test]
+    fn truncate_to_cuts_mid_batch_across_segments_and_trims_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 10, 1);
+        log.append((10..14).map(|i| record(&format!("v{i}"), 0)).collect(), 3)
+            .unwrap();
+        fill(&mut log, 16, 3);
+        assert!(log.segment_count() > 2);
+        log.truncate_to(12).unwrap();
+        assert_eq!(log.log_end_offset(), 12);
+        assert_eq!(read_all(&log), expected(0..12));
+        assert_eq!(log.end_offset_for_epoch(3), Some((3, 12)));
+        log.truncate_to(10).unwrap();
+        assert_eq!(log.latest_epoch(), Some(1));
+        assert_eq!(log.end_offset_for_epoch(3), Some((1, 10)));
+        assert_eq!(log.append(vec![record("x", 0)], 4).unwrap(), (10, 10));
+        drop(log);
+        let log = Log::open(dir.path(), small_config()).unwrap();
+        assert_eq!(log.log_end_offset(), 11);
+        let mut want = expected(0..10);
+        want.push((10, "x".into()));
+        assert_eq!(read_all(&log), want);
+        assert_eq!(log.end_offset_for_epoch(3), Some((1, 10)));
+        assert_eq!(log.end_offset_for_epoch(4), Some((4, 11)));
+    }
+
+    #[test]
+    fn truncate_below_log_start_empties_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 20, 1);
+        log.delete_records_before(15).unwrap();
+        log.truncate_to(7).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (7, 7));
+        assert_eq!(log.segment_count(), 1);
+        assert_eq!(log.latest_epoch(), None);
+        assert_eq!(log.append(vec![record("v7", 0)], 2).unwrap(), (7, 7));
+        assert_eq!(read_all(&log), expected(7..8));
+    }
+
+    #[test]
+    fn epoch_cache_follows_appends_and_kip_279() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        fill(&mut log, 3, 1);
+        fill(&mut log, 4, 3);
+        log.assign_epoch(5, 7).unwrap(); // became leader at LEO 7, nothing written yet
+        assert_eq!(log.latest_epoch(), Some(5));
+        assert_eq!(log.end_offset_for_epoch(1), Some((1, 3)));
+        assert_eq!(
+            log.end_offset_for_epoch(2),
+            Some((1, 3)),
+            "unknown epoch: largest below"
+        );
+        assert_eq!(log.end_offset_for_epoch(4), Some((3, 7)));
+        assert_eq!(log.end_offset_for_epoch(5), Some((5, 7)));
+        assert_eq!(log.end_offset_for_epoch(0), None);
+        assert!(matches!(
+            log.append(vec![record("old", 0)], 4),
+            Err(LogError::InvalidRecord(_))
+        ));
+        assert!(matches!(
+            log.assign_epoch(6, 99),
+            Err(LogError::InvalidOffset(_))
+        ));
+        fill(&mut log, 1, 5);
+        drop(log);
+        let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        let entries: Vec<(u32, u64)> = log
+            .epochs()
+            .entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect();
+        assert_eq!(entries, vec![(1, 0), (3, 3), (5, 7)]);
+    }
+
+    #[test]
+    fn epoch_checkpoint_lost_is_rebuilt_from_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        fill(&mut log, 2, 1);
+        fill(&mut log, 2, 4);
+        drop(log);
+        fs::remove_file(
+            dir.path()
+                .join(crate::storage::epoch::LEADER_EPOCH_CHECKPOINT),
+        )
+        .unwrap();
+        let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        assert_eq!(log.end_offset_for_epoch(3), Some((1, 2)));
+        assert_eq!(log.end_offset_for_epoch(4), Some((4, 4)));
+    }
+
+    #[test]
+    fn follower_appends_leader_batches_verbatim() {
+        let leader_dir = tempfile::tempdir().unwrap();
+        let follower_dir = tempfile::tempdir().unwrap();
+        let mut leader = Log::open(leader_dir.path(), small_config()).unwrap();
+        let mut follower = Log::open(follower_dir.path(), small_config()).unwrap();
+        fill(&mut leader, 8, 1);
+        leader
+            .append((8..11).map(|i| record(&format!("v{i}"), 0)).collect(), 2)
+            .unwrap();
+        fill(&mut leader, 9, 2);
+        while follower.log_end_offset() < leader.log_end_offset() {
+            let batches = leader
+                .read_batches(follower.log_end_offset(), 200, u64::MAX)
+                .unwrap();
+            follower.append_batches(&batches).unwrap();
+        }
+        assert_eq!(read_all(&follower), read_all(&leader));
+        assert_eq!(follower.epochs().entries(), leader.epochs().entries());
+        let stale = leader.read_batches(5, 1, u64::MAX).unwrap();
+        assert!(matches!(
+            follower.append_batches(&stale),
+            Err(LogError::InvalidOffset(_))
+        ));
+        assert_eq!(follower.log_end_offset(), 20);
+    }
+
+    #[test]
+    fn flush_messages_fsyncs_every_n_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            flush_messages: 2,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir.path(), config).unwrap();
+        fill(&mut log, 1, 0);
+        assert_eq!((log.unflushed_messages, log.recovery_point), (1, 0));
+        fill(&mut log, 1, 0);
+        assert_eq!((log.unflushed_messages, log.recovery_point), (0, 2));
+        log.flush().unwrap();
+        assert_eq!(
+            checkpoint::read_offset(&dir.path().join(RECOVERY_POINT_CHECKPOINT)).unwrap(),
+            Some(2)
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! The broker's storage engine: one segmented, append-only log per partition.
+//!
+//! # Layout
+//!
+//! - [`batch`]: the byte layout of a record batch (header, CRC-32C, records), encode/verify/decode.
+//! - [`segment`]: one `.log` file of batches plus its sparse `.index`; scanning and truncation.
+//! - [`epoch`]: the leader-epoch cache and its `leader-epoch-checkpoint` file (KIP-101/KIP-279).
+//! - [`checkpoint`]: small checkpoint files replaced atomically.
+//! - [`log`]: [`Log`], a partition's segments, offsets, recovery, retention and truncation.
+//!
+//! `docs/storage.md` describes the on-disk format, the recovery rules and the retention rules.
+
+pub mod batch;
+pub mod checkpoint;
+pub mod epoch;
+mod log;
+pub mod segment;
+
+use serde::{Deserialize, Serialize};
+
+pub use checkpoint::write_atomically;
+pub use epoch::{EpochEntry, LeaderEpochCache};
+pub use log::Log;
+
+/// Per-partition log settings, with Kafka's names and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `log.segment.bytes`: a new segment is rolled before a batch would make the active one
+    /// larger than this. Default 1 GiB.
+    pub segment_bytes: u64,
+    /// `log.retention.ms`: segments whose newest record is older than this are deleted;
+    /// -1 = unlimited. Default 7 days.
+    pub retention_ms: i64,
+    /// `log.retention.bytes`: oldest segments are deleted while the log stays at least this
+    /// large without them; -1 = unlimited (default).
+    pub retention_bytes: i64,
+    /// `flush.messages`: fsync after this many appended records; default `u64::MAX` (Kafka's
+    /// Long.MAX_VALUE), i.e. never per append: durability comes from replication.
+    pub flush_messages: u64,
+    /// `index.interval.bytes`: bytes of batches between two offset index entries. Default 4096.
+    pub index_interval_bytes: u64,
+    /// `max.message.bytes` (topic) / `message.max.bytes` (broker): largest batch accepted from
+    /// a producer, header included. Default 1048588.
+    pub max_message_bytes: u64,
+}
+
+impl Default for LogConfig {
+    fn default() -> LogConfig {
+        LogConfig {
+            segment_bytes: 1024 * 1024 * 1024,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            flush_messages: u64::MAX,
+            index_interval_bytes: 4096,
+            max_message_bytes: 1024 * 1024 + 12,
+        }
+    }
+}
+
+/// A record as a producer hands it to the leader (no offset yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Optional key, stored as given.
+    pub key: Option<Vec<u8>>,
+    /// The payload.
+    pub value: Vec<u8>,
+    /// Timestamp in milliseconds since the Unix epoch (CreateTime or LogAppendTime).
+    pub timestamp_ms: i64,
+}
+
+/// A record as stored: with its offset and the epoch of the leader that appended it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredRecord {
+    /// Position of the record in the partition.
+    pub offset: u64,
+    /// Epoch of the leader that appended the record (the epoch of its batch).
+    pub leader_epoch: u32,
+    /// Timestamp in milliseconds since the Unix epoch.
+    pub timestamp_ms: i64,
+    /// Optional key.
+    pub key: Option<Vec<u8>>,
+    /// The payload.
+    pub value: Vec<u8>,
+}
+
+/// A record batch as stored and as replicated between brokers (offsets and epoch preserved).
+/// Record `i` has offset `base_offset + i` and the batch's leader epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// Offset of the first record.
+    pub base_offset: u64,
+    /// Epoch of the leader that appended the batch.
+    pub leader_epoch: u32,
+    /// The records, at consecutive offsets from `base_offset`.
+    pub records: Vec<StoredRecord>,
+}
+
+impl Batch {
+    /// Offset one past the last record.
+    pub fn next_offset(&self) -> u64 {
+        self.base_offset + self.records.len() as u64
+    }
+}
+
+/// Why a log operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// The requested offset is below the log start or above the log end (Kafka's
+    /// OFFSET_OUT_OF_RANGE).
+    #[error("offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange {
+        /// The offset asked for.
+        offset: u64,
+        /// First offset still readable.
+        log_start_offset: u64,
+        /// Next offset to be written.
+        log_end_offset: u64,
+    },
+    /// A producer batch is larger than `max.message.bytes` (Kafka's MESSAGE_TOO_LARGE).
+    #[error("record batch of {size} bytes exceeds the limit of {max} bytes")]
+    RecordTooLarge {
+        /// Encoded size of the batch in bytes.
+        size: u64,
+        /// The configured limit.
+        max: u64,
+    },
+    /// The file system failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Stored data failed verification; nothing of it is served.
+    #[error("corrupt log data: {0}")]
+    Corrupt(String),
+    /// An offset argument is inconsistent with the log (e.g. a follower batch not at the LEO).
+    #[error("invalid offset: {0}")]
+    InvalidOffset(String),
+    /// A batch is malformed (empty, offsets not consecutive, leader epoch going backwards)
+    /// (Kafka's INVALID_RECORD / CORRUPT_MESSAGE).
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(String),
+}
