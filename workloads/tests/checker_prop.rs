@@ -1,0 +1,146 @@
+//! Property tests: histories from a correct in-memory log (random concurrency, failed and
+//! indeterminate sends, crashed polls, reassignments, final reads) have no anomaly; deleting,
+//! reordering or overwriting one acknowledged record in the reads is always flagged.
+
+use proptest::prelude::*;
+use serde_json::Value;
+use tidewater_workloads::checker::gen::{generate, GenConfig};
+use tidewater_workloads::checker::{check, CheckSettings};
+use tidewater_workloads::history::{Op, OpType};
+use tidewater_workloads::results::Validity;
+
+fn config() -> impl Strategy<Value = GenConfig> {
+    (
+        any::<u64>(),
+        50u64..400,
+        1u32..4,
+        1u32..5,
+        1u32..5,
+        1usize..4,
+        0.0f64..0.2,
+        0.0f64..0.1,
+    )
+        .prop_map(
+            |(seed, ops, keys, producers, consumers, sends, info, fail)| GenConfig {
+                seed,
+                ops,
+                keys,
+                producers,
+                consumers,
+                sends_per_op_max: sends,
+                poll_records_max: 6,
+                info_probability: info,
+                fail_probability: fail,
+                reassign_probability: 0.05,
+                final_reads: true,
+            },
+        )
+}
+
+/// Every acknowledged (key, offset, value) in the history.
+fn acked(history: &[Op]) -> Vec<(String, u64, i64)> {
+    let mut out = Vec::new();
+    for op in history
+        .iter()
+        .filter(|op| op.kind == OpType::Ok && op.f == "send")
+    {
+        for m in op.value.as_array().unwrap() {
+            let pair = m[2].as_array().unwrap();
+            out.push((
+                m[1].as_str().unwrap().to_string(),
+                pair[0].as_u64().unwrap(),
+                pair[1].as_i64().unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+/// Applies `f` to every record `[offset, value]` of every poll on `key`.
+fn for_each_read(history: &mut [Op], key: &str, mut f: impl FnMut(&mut Vec<Value>)) {
+    for op in history
+        .iter_mut()
+        .filter(|op| op.f == "poll" && op.kind == OpType::Ok)
+    {
+        for m in op.value.as_array_mut().unwrap() {
+            if let Some(recs) = m
+                .get_mut(1)
+                .and_then(|r| r.get_mut(key))
+                .and_then(Value::as_array_mut)
+            {
+                f(recs);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Mutation {
+    Delete,
+    Reorder,
+    Overwrite,
+}
+
+fn mutate(history: &mut [Op], target: &(String, u64, i64), mutation: Mutation) {
+    let (key, offset, value) = target.clone();
+    match mutation {
+        Mutation::Delete => for_each_read(history, &key, |recs| recs.retain(|r| r[1] != value)),
+        Mutation::Overwrite => for_each_read(history, &key, |recs| {
+            for r in recs.iter_mut().filter(|r| r[1] == value) {
+                r[1] = Value::from(1_000_000_000_000i64);
+            }
+        }),
+        Mutation::Reorder => {
+            // Swap the target with the record at the next (or previous) offset in every read.
+            let other_offset = if offset == 0 { 1 } else { offset - 1 };
+            let mut other = None;
+            for_each_read(history, &key, |recs| {
+                for r in recs.iter() {
+                    if r[0] == other_offset {
+                        other = r[1].as_i64();
+                    }
+                }
+            });
+            let Some(other) = other else {
+                return mutate(history, target, Mutation::Delete);
+            };
+            for_each_read(history, &key, |recs| {
+                for r in recs.iter_mut() {
+                    if r[1] == value {
+                        r[1] = Value::from(other);
+                    } else if r[1] == other {
+                        r[1] = Value::from(value);
+                    }
+                }
+            });
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn correct_histories_have_no_anomaly(cfg in config()) {
+        let history = generate(cfg);
+        let r = check(&history, &CheckSettings::default());
+        prop_assert!(r.anomalies.is_empty(), "{:#?}", r.anomalies);
+        prop_assert_eq!(r.valid, Validity::Valid);
+        prop_assert_eq!(r.stats["final_reads"]["coverage"].as_f64().unwrap_or(1.0), 1.0);
+    }
+
+    #[test]
+    fn one_corrupted_acknowledged_record_is_always_flagged(
+        cfg in config(),
+        pick in any::<prop::sample::Index>(),
+        mutation in prop_oneof![Just(Mutation::Delete), Just(Mutation::Reorder), Just(Mutation::Overwrite)],
+    ) {
+        let mut history = generate(cfg);
+        let targets = acked(&history);
+        prop_assume!(!targets.is_empty());
+        let target = pick.get(&targets).clone();
+        mutate(&mut history, &target, mutation);
+        let r = check(&history, &CheckSettings::default());
+        prop_assert_eq!(r.valid, Validity::Invalid, "{:?} of {:?}: {:#?}", mutation, target, r.anomalies);
+    }
+}
