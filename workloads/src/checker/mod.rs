@@ -192,7 +192,7 @@ struct KeyState {
 
 impl KeyState {
     fn extend_reach(&mut self, op: u64, offset: u64) {
-        if self.reach.last().map_or(true, |&(_, max)| offset > max) {
+        if self.reach.last().is_none_or(|&(_, max)| offset > max) {
             self.reach.push((op, offset));
         }
     }

@@ -54,9 +54,9 @@ impl Watermarks {
                 });
             }
         }
-        let grows = steps.last().map_or(true, |&(_, max)| hw > max);
+        let grows = steps.last().is_none_or(|&(_, max)| hw > max);
         // Completions arrive in history order, so pushing keeps the index sorted.
-        if grows && steps.last().map_or(true, |&(done, _)| done < op_index) {
+        if grows && steps.last().is_none_or(|&(done, _)| done < op_index) {
             steps.push((op_index, hw));
         }
     }
