@@ -646,3 +646,26 @@ fn streaming_a_file_gives_the_same_results_and_tolerates_bad_lines() {
     assert_eq!(bad.valid, Validity::Invalid, "the lost write still decides");
     assert_eq!(bad.stats["problem_count"], 1);
 }
+
+#[test]
+fn records_below_the_log_start_offset_are_neither_skipped_nor_lost() {
+    // Offset 2 was deleted (retention / DeleteRecords) before anyone read it.
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5[..2]);
+    h.push(2, OpType::Invoke, "poll", json!([["poll"]]));
+    let op = h.push(
+        2,
+        OpType::Ok,
+        "poll",
+        json!([["poll", {K: [[3, 13], [4, 14]]}]]),
+    );
+    op.log_start_offsets = Some(BTreeMap::from([(K.to_string(), 3)]));
+    h.assign(FINAL_PROCESS, &[K], "assign");
+    h.poll_with(FINAL_PROCESS, &ALL5[3..], Some(5), true);
+    h.ops.last_mut().unwrap().log_start_offsets = Some(BTreeMap::from([(K.to_string(), 3)]));
+    let r = h.check();
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert_eq!(r.stats["retention_excluded"], 1);
+    assert_eq!(r.valid, Validity::Valid);
+}

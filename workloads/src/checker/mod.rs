@@ -599,6 +599,7 @@ impl Checker {
                         offset,
                         value,
                         op.index,
+                        0,
                         &mut self.findings,
                     );
                 }
@@ -630,6 +631,12 @@ impl Checker {
             if op.r#final && ok {
                 self.keys[key_id as usize].final_read = true;
             }
+            let log_start = op
+                .log_start_offsets
+                .as_ref()
+                .and_then(|m| m.get(key))
+                .copied()
+                .unwrap_or(0);
             for pair in pairs {
                 let (Some(offset), Some(value)) = (
                     pair.get(0).and_then(Value::as_u64),
@@ -649,6 +656,7 @@ impl Checker {
                         offset,
                         value,
                         op.index,
+                        log_start,
                         &mut self.findings,
                     );
                 }

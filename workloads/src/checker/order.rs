@@ -94,7 +94,9 @@ impl Order {
         self.processes.remove(&process);
     }
 
-    /// The process observed `offset` on `key` in `stream`, within op `op`.
+    /// The process observed `offset` on `key` in `stream`, within op `op`. `log_start` is the
+    /// log start offset the op reported (0 when unknown): records below it could not be read,
+    /// so stepping over them is no skip.
     #[allow(clippy::too_many_arguments)]
     pub fn observe(
         &mut self,
@@ -105,6 +107,7 @@ impl Order {
         offset: u64,
         value: i64,
         op: u64,
+        log_start: u64,
         findings: &mut Findings,
     ) {
         let state = self.processes.entry(process).or_default();
@@ -127,7 +130,7 @@ impl Order {
                     json!({"key": key_name, "process": process, "offsets": [prev, offset],
                            "value": value, "ops": [prev_op, op], "subscribe": subscribe})
                 });
-            } else if offset > prev + 1 {
+            } else if offset > prev.max(log_start.saturating_sub(1)) + 1 {
                 let kind = match (stream, within) {
                     (Stream::Poll, true) => Some("int-poll-skip"),
                     (Stream::Poll, false) => Some("poll-skip"),
@@ -139,7 +142,7 @@ impl Order {
                     self.gaps.push(Gap {
                         kind,
                         key,
-                        from: prev,
+                        from: prev.max(log_start.saturating_sub(1)),
                         to: offset,
                         from_op: prev_op,
                         to_op: op,
