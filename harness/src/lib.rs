@@ -6,7 +6,10 @@
 //!   backends: `local` (network namespaces and a bridge on this machine) and `noop`.
 //! - `net`: partitions as grudges (pure builders) and the iptables / `ip rule` rules applying them.
 //! - `clean`: `tidewater clean`, removing what interrupted local runs left behind.
+//! - `nemesis`: fault injection: targets, fault plans (`harness/plans/`), the seeded random
+//!   schedule, and the executor that records each fault as a history op.
 
 pub mod clean;
 pub mod cluster;
+pub mod nemesis;
 pub mod net;

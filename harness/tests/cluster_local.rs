@@ -100,9 +100,8 @@ fn serve() {
         .count();
     let listener = std::net::TcpListener::bind(std::env::var("TW_LISTEN").unwrap()).unwrap();
     for conn in listener.incoming() {
-        if let Ok(mut conn) = conn {
-            let _ = writeln!(conn, "starts={n}");
-        }
+        let Ok(mut conn) = conn else { continue };
+        let _ = writeln!(conn, "starts={n}");
     }
 }
 

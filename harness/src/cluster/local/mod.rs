@@ -46,6 +46,9 @@ pub const BROKERS_MAX: usize = 99;
 /// Longest run id: interface names must fit in 15 bytes (`tw` + id + `n99p`).
 pub const RUN_ID_LEN_MAX: usize = 6;
 
+/// Gives the argv of a node's process from the node and its data directory.
+pub type ArgvFn = dyn Fn(&NodeInfo, &Path) -> Vec<String> + Send + Sync;
+
 /// What each node runs.
 #[derive(Clone)]
 pub enum NodeProgram {
@@ -58,7 +61,7 @@ pub enum NodeProgram {
     },
     /// Any program: the function gives the argv for a node and its data directory. Used by
     /// tests that need a long-running process but not a broker.
-    Custom(Arc<dyn Fn(&NodeInfo, &Path) -> Vec<String> + Send + Sync>),
+    Custom(Arc<ArgvFn>),
 }
 
 impl std::fmt::Debug for NodeProgram {

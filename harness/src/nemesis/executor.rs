@@ -1,0 +1,366 @@
+//! Runs fault plans against a cluster and records what it did.
+
+use super::plan::{Action, FaultPlan, PartitionKind, Step};
+use super::target::Target;
+use super::view::{ClusterView, PartitionState};
+use super::Recorder;
+use crate::cluster::{self, Cluster, CONTROLLER};
+use crate::net::{self, Grudge};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Mixed into the run's seed so the nemesis's draws do not mirror the workload's.
+const SEED_SALT: u64 = 0x6e65_6d65_7369_7331;
+
+/// How often waits look at the metadata again.
+const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Drives faults into one cluster. Every step's outcome goes to the [`Recorder`]; a failed
+/// step is recorded with its error and the plan goes on (a fault that could not be injected
+/// must not stop the test, and the final step repairs whatever state is left).
+pub struct Nemesis {
+    /// The cluster faults go into.
+    cluster: Arc<dyn Cluster>,
+    /// Partition metadata, to resolve `leader:`/`isr:` targets and run waits.
+    view: Arc<dyn ClusterView>,
+    /// Where operations are recorded.
+    recorder: Arc<dyn Recorder>,
+    /// Every random choice (`one`, `minority`, partition shapes), from the run's seed.
+    rng: StdRng,
+    /// Nodes bound by `bind = "name"`, for `@name` targets.
+    bindings: BTreeMap<String, Vec<String>>,
+}
+
+impl Nemesis {
+    /// A nemesis whose random choices follow `seed`.
+    pub fn new(
+        cluster: Arc<dyn Cluster>,
+        view: Arc<dyn ClusterView>,
+        recorder: Arc<dyn Recorder>,
+        seed: u64,
+    ) -> Nemesis {
+        Nemesis {
+            cluster,
+            view,
+            recorder,
+            rng: StdRng::seed_from_u64(seed ^ SEED_SALT),
+            bindings: BTreeMap::new(),
+        }
+    }
+
+    /// The nodes bound so far by `bind`.
+    pub fn bindings(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.bindings
+    }
+
+    /// Runs the plan's steps in order, `at_s` counted from `started`, until the plan ends or
+    /// the next step would start at or after `deadline` (tokio instants, so tests can run
+    /// plans on paused time; `tokio::time::Instant::from_std` converts). Waits end at `deadline` too, so this
+    /// returns soon after it (at most one node stop later); await it rather than cancelling
+    /// it, so no fault goes unrecorded. Returns how many steps ran.
+    pub async fn run(&mut self, plan: &FaultPlan, started: Instant, deadline: Instant) -> usize {
+        let mut done = 0;
+        for step in &plan.step {
+            let now = Instant::now();
+            let when = match (step.at_s, step.after_s) {
+                (Some(at), _) => started + Duration::from_secs_f64(at),
+                (None, Some(after)) => now + Duration::from_secs_f64(after),
+                (None, None) => now,
+            };
+            if when >= deadline {
+                break;
+            }
+            tokio::time::sleep_until(when).await;
+            if let Err(e) = self.execute(step, deadline).await {
+                tracing::warn!(action = step.action.name(), "nemesis step failed: {e}");
+            }
+            done += 1;
+        }
+        done
+    }
+
+    /// Heals the network, resumes every paused node and starts every stopped one (controller
+    /// first). Every run ends with this, whatever the plan left.
+    pub async fn final_step(&mut self) -> Result<(), String> {
+        let mut errors = vec![];
+        let healed = self
+            .blocking(|c| c.net().heal().map_err(|e| e.to_string()))
+            .await;
+        self.record("stop-partition", Value::Null, healed.clone().err());
+        errors.extend(healed.err());
+        let all = self.cluster.node_names();
+        let paused: Vec<String> = all
+            .iter()
+            .filter(|n| self.cluster.is_paused(n))
+            .cloned()
+            .collect();
+        if !paused.is_empty() {
+            let e = self.each(&paused, |c, n| c.resume(n)).await;
+            self.record("stop-pause", json!(paused), e.clone());
+            errors.extend(e);
+        }
+        let down: Vec<String> = all
+            .iter()
+            .filter(|n| !self.cluster.is_running(n))
+            .cloned()
+            .collect();
+        if !down.is_empty() {
+            let e = self.each(&down, |c, n| c.start(n)).await;
+            self.record("stop-kill", json!(down), e.clone());
+            errors.extend(e);
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    /// Runs one step now. Waits give up at `deadline` at the latest.
+    pub async fn execute(&mut self, step: &Step, deadline: Instant) -> Result<(), String> {
+        let nodes = match &step.target {
+            Some(t) => match self.resolve(t).await {
+                Ok(nodes) => nodes,
+                Err(e) => {
+                    let e = format!("target {t}: {e}");
+                    self.record(
+                        op_name(step.action),
+                        json!({"target": t.to_string()}),
+                        Some(e.clone()),
+                    );
+                    return Err(e);
+                }
+            },
+            None => vec![],
+        };
+        if let Some(name) = &step.bind {
+            self.bindings.insert(name.clone(), nodes.clone());
+        }
+        let all = self.cluster.node_names();
+        match step.action {
+            Action::Isolate => self.partition(net::isolate(&all, &nodes)).await,
+            Action::CutClients => self.partition(net::cut_clients(&nodes)).await,
+            Action::Partition => {
+                let grudge = match (&step.grudge, step.kind) {
+                    (Some(g), _) => g.clone(),
+                    (None, Some(kind)) => self.shape(kind),
+                    (None, None) => return Err("partition needs a kind or a grudge".into()),
+                };
+                self.partition(grudge).await
+            }
+            Action::Heal => {
+                let r = self
+                    .blocking(|c| c.net().heal().map_err(|e| e.to_string()))
+                    .await;
+                self.record("stop-partition", Value::Null, r.clone().err());
+                r
+            }
+            Action::Kill => self.on_nodes("start-kill", &nodes, |c, n| c.kill(n)).await,
+            Action::Stop => self.on_nodes("start-kill", &nodes, |c, n| c.stop(n)).await,
+            Action::Start => self.on_nodes("stop-kill", &nodes, |c, n| c.start(n)).await,
+            Action::Restart => {
+                let stopped = self.on_nodes("start-kill", &nodes, |c, n| c.stop(n)).await;
+                let started = self.on_nodes("stop-kill", &nodes, |c, n| c.start(n)).await;
+                stopped.and(started)
+            }
+            Action::Pause => {
+                self.on_nodes("start-pause", &nodes, |c, n| c.pause(n))
+                    .await
+            }
+            Action::Resume => {
+                self.on_nodes("stop-pause", &nodes, |c, n| c.resume(n))
+                    .await
+            }
+            Action::WaitForIsrShrink | Action::WaitForIsrExpand | Action::WaitForLeader => {
+                self.wait(step, &nodes, deadline).await
+            }
+        }
+    }
+
+    fn record(&self, f: &str, value: Value, error: Option<String>) {
+        self.recorder.nemesis(f, value, error);
+    }
+
+    /// Runs a blocking cluster call off the async runtime.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn Cluster) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        let cluster = self.cluster.clone();
+        tokio::task::spawn_blocking(move || f(cluster.as_ref()))
+            .await
+            .unwrap_or_else(|e| Err(format!("cluster call panicked: {e}")))
+    }
+
+    /// Applies `op` to each node (all of them, even after a failure); the errors joined.
+    async fn each(
+        &self,
+        nodes: &[String],
+        op: fn(&dyn Cluster, &str) -> cluster::Result<()>,
+    ) -> Option<String> {
+        let nodes = nodes.to_vec();
+        let r = self
+            .blocking(move |c| {
+                let errors: Vec<String> = nodes
+                    .iter()
+                    .filter_map(|n| op(c, n).err().map(|e| format!("{n}: {e}")))
+                    .collect();
+                if errors.is_empty() {
+                    Ok(())
+                } else {
+                    Err(errors.join("; "))
+                }
+            })
+            .await;
+        r.err()
+    }
+
+    async fn on_nodes(
+        &self,
+        f: &str,
+        nodes: &[String],
+        op: fn(&dyn Cluster, &str) -> cluster::Result<()>,
+    ) -> Result<(), String> {
+        let error = self.each(nodes, op).await;
+        self.record(f, json!(nodes), error.clone());
+        error.map_or(Ok(()), Err)
+    }
+
+    async fn partition(&self, grudge: Grudge) -> Result<(), String> {
+        let value = json!(grudge);
+        let r = self
+            .blocking(move |c| c.net().partition(&grudge).map_err(|e| e.to_string()))
+            .await;
+        self.record("start-partition", value, r.clone().err());
+        r
+    }
+
+    /// A random partition of every node (controller included).
+    fn shape(&mut self, kind: PartitionKind) -> Grudge {
+        let mut nodes = self.cluster.node_names();
+        nodes.shuffle(&mut self.rng);
+        match kind {
+            PartitionKind::Halves => net::halves(&nodes),
+            PartitionKind::MajoritiesRing => net::majorities_ring(&nodes),
+            PartitionKind::Bridge => net::bridge(&nodes),
+        }
+    }
+
+    async fn state(&self, key: &str) -> Result<PartitionState, String> {
+        self.view
+            .partition_state(key)
+            .await
+            .ok_or_else(|| format!("no node answered metadata for {key}"))
+    }
+
+    /// The nodes a target names now.
+    pub async fn resolve(&mut self, target: &Target) -> Result<Vec<String>, String> {
+        let brokers = self.cluster.broker_names();
+        let pick = |k: usize, from: &[String], rng: &mut StdRng| -> Result<Vec<String>, String> {
+            if k == 0 || from.len() < k {
+                return Err(format!("cannot pick {k} of {from:?}"));
+            }
+            let mut chosen: Vec<String> = from.choose_multiple(rng, k).cloned().collect();
+            chosen.sort_by_key(|n| node_order(n));
+            Ok(chosen)
+        };
+        let nodes = match target {
+            Target::Nodes(nodes) => {
+                let known = self.cluster.node_names();
+                if let Some(unknown) = nodes.iter().find(|n| !known.contains(n)) {
+                    return Err(format!("no node {unknown} in this cluster"));
+                }
+                nodes.clone()
+            }
+            Target::One => pick(1, &brokers, &mut self.rng)?,
+            Target::Minority => pick(brokers.len() / 2, &brokers, &mut self.rng)?,
+            Target::Majority => pick(brokers.len() / 2 + 1, &brokers, &mut self.rng)?,
+            Target::All => brokers,
+            Target::Controller => vec![CONTROLLER.to_string()],
+            Target::Leader(key) => {
+                let leader = self.state(key).await?.leader;
+                vec![leader.ok_or_else(|| format!("{key} has no leader"))?]
+            }
+            Target::Follower(key) => {
+                let state = self.state(key).await?;
+                let not_leader = |n: &&String| Some(*n) != state.leader.as_ref();
+                let mut followers: Vec<String> =
+                    state.isr.iter().filter(not_leader).cloned().collect();
+                if followers.is_empty() {
+                    followers = state.replicas.iter().filter(not_leader).cloned().collect();
+                }
+                followers.sort_by_key(|n| node_order(n));
+                pick(1, &followers, &mut self.rng).map_err(|_| format!("{key} has no follower"))?
+            }
+            Target::Isr(key) => self.state(key).await?.isr,
+            Target::Replicas(key) => self.state(key).await?.replicas,
+            Target::Bound(name) => self
+                .bindings
+                .get(name)
+                .cloned()
+                .ok_or_else(|| format!("@{name} is not bound"))?,
+        };
+        if nodes.is_empty() {
+            return Err("names no node".into());
+        }
+        Ok(nodes)
+    }
+
+    /// Polls the metadata until the step's condition holds, its timeout passes or `deadline`.
+    async fn wait(&self, step: &Step, nodes: &[String], deadline: Instant) -> Result<(), String> {
+        let key = step.key.as_deref().unwrap_or_default();
+        let timeout = Duration::from_secs_f64(step.wait_timeout_s());
+        let end = deadline.min(Instant::now() + timeout);
+        let started = Instant::now();
+        loop {
+            let state = self.view.partition_state(key).await;
+            let holds = state.as_ref().is_some_and(|s| match step.action {
+                Action::WaitForIsrShrink => nodes.iter().all(|n| !s.isr.contains(n)),
+                Action::WaitForIsrExpand => nodes.iter().all(|n| s.isr.contains(n)),
+                _ => s
+                    .leader
+                    .as_ref()
+                    .is_some_and(|l| nodes.is_empty() || nodes.contains(l)),
+            });
+            if holds || Instant::now() >= end {
+                let s = state.unwrap_or_default();
+                let value = json!({
+                    "key": key,
+                    "nodes": nodes,
+                    "leader": s.leader,
+                    "isr": s.isr,
+                    "waited_ms": started.elapsed().as_millis() as u64,
+                });
+                let error = (!holds).then(|| format!("still not so after {:?}", started.elapsed()));
+                self.record(step.action.name(), value, error.clone());
+                return error.map_or(Ok(()), Err);
+            }
+            tokio::time::sleep(WAIT_POLL_INTERVAL).await;
+        }
+    }
+}
+
+/// The history `f` of an action's (first) operation.
+fn op_name(action: Action) -> &'static str {
+    match action {
+        Action::Isolate | Action::Partition | Action::CutClients => "start-partition",
+        Action::Heal => "stop-partition",
+        Action::Kill | Action::Stop | Action::Restart => "start-kill",
+        Action::Start => "stop-kill",
+        Action::Pause => "start-pause",
+        Action::Resume => "stop-pause",
+        other => other.name(),
+    }
+}
+
+/// Sorts `c1` before `n1 < n2 < n10`.
+fn node_order(name: &str) -> (bool, u32) {
+    let number = name[1..].parse().unwrap_or(u32::MAX);
+    (name != CONTROLLER, number)
+}

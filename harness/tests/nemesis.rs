@@ -1,0 +1,351 @@
+//! The nemesis against the no-op cluster and a scripted metadata view. Plans run with their
+//! times compressed (seconds become hundredths), so a minute-long plan takes a fraction of a
+//! second; outcomes never depend on timing beyond the order of steps.
+
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tidewater::cluster::noop::NoopCluster;
+use tidewater::cluster::Cluster;
+use tidewater::nemesis::{
+    random_plan, Action, Fault, FaultPlan, MemoryRecorder, Nemesis, PartitionState, StaticView,
+    Step, Target,
+};
+use tokio::time::Instant;
+
+fn names(xs: &[&str]) -> Vec<String> {
+    xs.iter().map(|s| s.to_string()).collect()
+}
+
+fn state(leader: &str, isr: &[&str]) -> PartitionState {
+    PartitionState {
+        leader: Some(leader.to_string()),
+        isr: names(isr),
+        replicas: names(&["n1", "n2", "n3"]),
+    }
+}
+
+struct Rig {
+    cluster: Arc<NoopCluster>,
+    view: Arc<StaticView>,
+    recorder: Arc<MemoryRecorder>,
+    nemesis: Nemesis,
+}
+
+fn rig(seed: u64) -> Rig {
+    let cluster = Arc::new(NoopCluster::new(3));
+    let view = Arc::new(StaticView::default());
+    view.set("t0/0", state("n1", &["n1", "n2", "n3"]));
+    let recorder = Arc::new(MemoryRecorder::default());
+    let nemesis = Nemesis::new(cluster.clone(), view.clone(), recorder.clone(), seed);
+    Rig {
+        cluster,
+        view,
+        recorder,
+        nemesis,
+    }
+}
+
+/// The plan with every time multiplied by `factor`.
+fn compress(mut plan: FaultPlan, factor: f64) -> FaultPlan {
+    for step in &mut plan.step {
+        step.at_s = step.at_s.map(|t| t * factor);
+        step.after_s = step.after_s.map(|t| t * factor);
+        step.timeout_s = step.timeout_s.map(|t| t * factor);
+    }
+    plan
+}
+
+fn fs(recorder: &MemoryRecorder) -> Vec<String> {
+    recorder.ops().iter().map(|o| o.f.clone()).collect()
+}
+
+#[tokio::test]
+async fn the_unclean_election_plan_kills_the_isr_and_starts_only_the_stale_follower() {
+    let mut rig = rig(1);
+    let plan = compress(FaultPlan::load("unclean-election").unwrap(), 0.01);
+    // The leader drops the isolated follower from the ISR a little after the partition.
+    let (view, recorder) = (rig.view.clone(), rig.recorder.clone());
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let ops = recorder.ops();
+            if let Some(op) = ops.iter().find(|o| o.f == "start-partition") {
+                let stale = op
+                    .value
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .find(|(_, d)| d.as_array().unwrap().len() == 3);
+                let stale = stale.unwrap().0.clone();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let isr: Vec<&str> = ["n1", "n2", "n3"]
+                    .into_iter()
+                    .filter(|n| *n != stale)
+                    .collect();
+                view.set("t0/0", state("n1", &isr));
+                return;
+            }
+        }
+    });
+    let started = Instant::now();
+    let steps = rig
+        .nemesis
+        .run(&plan, started, started + Duration::from_secs(300))
+        .await;
+    assert_eq!(steps, plan.step.len());
+
+    let stale = rig.nemesis.bindings()["stale"].clone();
+    assert_eq!(stale.len(), 1);
+    assert!(
+        stale[0] == "n2" || stale[0] == "n3",
+        "a follower, not the leader n1: {stale:?}"
+    );
+    let isr = rig.nemesis.bindings()["isr"].clone();
+    let mut expected_isr = names(&["n1", "n2", "n3"]);
+    expected_isr.retain(|n| *n != stale[0]);
+    assert_eq!(isr, expected_isr, "the ISR after the shrink");
+    assert_eq!(
+        fs(&rig.recorder),
+        [
+            "start-partition",
+            "wait-for-isr-shrink",
+            "start-kill",
+            "stop-partition",
+            "start-kill",
+            "stop-kill",
+            "stop-kill"
+        ]
+    );
+    let ops = rig.recorder.ops();
+    assert!(ops.iter().all(|o| o.error.is_none()), "{ops:?}");
+    assert_eq!(ops[2].value, json!(stale));
+    assert_eq!(ops[4].value, json!(isr));
+    assert_eq!(
+        ops[5].value,
+        json!(stale),
+        "only the stale follower starts first"
+    );
+    let calls = rig.cluster.calls();
+    let kill_isr = calls
+        .iter()
+        .position(|c| *c == format!("kill {}", isr[1]))
+        .unwrap();
+    let start_stale = calls
+        .iter()
+        .position(|c| *c == format!("start {}", stale[0]))
+        .unwrap();
+    let start_isr = calls
+        .iter()
+        .position(|c| *c == format!("start {}", isr[0]))
+        .unwrap();
+    assert!(
+        kill_isr < start_stale && start_stale < start_isr,
+        "{calls:?}"
+    );
+}
+
+#[tokio::test]
+async fn isolating_the_leader_records_the_grudge_applied() {
+    let mut rig = rig(2);
+    rig.view.set("t0/0", state("n2", &["n1", "n2", "n3"]));
+    let step = Step {
+        target: Some("leader:t0/0".parse().unwrap()),
+        ..Step::new(Action::Isolate)
+    };
+    let far = Instant::now() + Duration::from_secs(60);
+    rig.nemesis.execute(&step, far).await.unwrap();
+    let grudge = tidewater::net::isolate(&rig.cluster.node_names(), &names(&["n2"]));
+    assert_eq!(rig.cluster.net().current(), grudge);
+    let op = &rig.recorder.ops()[0];
+    assert_eq!(op.f, "start-partition");
+    assert_eq!(op.value, json!(grudge));
+    assert_eq!(op.value["n2"], json!(["c1", "n1", "n3"]));
+}
+
+#[tokio::test]
+async fn a_failed_step_is_recorded_and_the_plan_goes_on() {
+    let mut rig = rig(3);
+    let plan = FaultPlan::from_toml(
+        r#"
+        [[step]]
+        action = "kill"
+        target = "leader:t9/9"
+        [[step]]
+        action = "pause"
+        target = "n3"
+        "#,
+    )
+    .unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        rig.nemesis
+            .run(&plan, started, started + Duration::from_secs(10))
+            .await,
+        2
+    );
+    let ops = rig.recorder.ops();
+    assert_eq!(ops[0].f, "start-kill");
+    assert!(ops[0].error.as_deref().unwrap().contains("t9/9"), "{ops:?}");
+    assert_eq!(
+        (ops[1].f.as_str(), &ops[1].value),
+        ("start-pause", &json!(["n3"]))
+    );
+    assert!(rig.cluster.is_paused("n3"));
+}
+
+#[tokio::test]
+async fn the_final_step_heals_resumes_and_starts_everything() {
+    let mut rig = rig(4);
+    let plan = FaultPlan::from_toml(
+        r#"
+        [[step]]
+        action = "pause"
+        target = "n1"
+        [[step]]
+        action = "kill"
+        target = "n2,c1"
+        [[step]]
+        action = "partition"
+        kind = "halves"
+        "#,
+    )
+    .unwrap();
+    let started = Instant::now();
+    rig.nemesis
+        .run(&plan, started, started + Duration::from_secs(10))
+        .await;
+    assert!(!rig.cluster.net().current().is_empty());
+    rig.nemesis.final_step().await.unwrap();
+    let ops = rig.recorder.ops();
+    let tail: Vec<(&str, serde_json::Value)> = ops[3..]
+        .iter()
+        .map(|o| (o.f.as_str(), o.value.clone()))
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            ("stop-partition", serde_json::Value::Null),
+            ("stop-pause", json!(["n1"])),
+            ("stop-kill", json!(["c1", "n2"])),
+        ]
+    );
+    assert!(rig.cluster.net().current().is_empty());
+    for node in rig.cluster.node_names() {
+        assert!(
+            rig.cluster.is_running(&node) && !rig.cluster.is_paused(&node),
+            "{node}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn steps_past_the_deadline_do_not_run_and_waits_end_at_it() {
+    let mut rig = rig(5);
+    let plan = FaultPlan::from_toml(
+        r#"
+        [[step]]
+        at_s = 0.01
+        action = "wait-for-isr-shrink"
+        key = "t0/0"
+        target = "n2"
+        timeout_s = 100
+        [[step]]
+        at_s = 50
+        action = "kill"
+        target = "n1"
+        "#,
+    )
+    .unwrap();
+    let started = Instant::now();
+    let ran = rig
+        .nemesis
+        .run(&plan, started, started + Duration::from_millis(300))
+        .await;
+    assert_eq!(ran, 1);
+    assert!(
+        Instant::now() - started < Duration::from_secs(50),
+        "returned at the deadline, not after the wait's timeout or the next step"
+    );
+    let ops = rig.recorder.ops();
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0].f, "wait-for-isr-shrink");
+    assert!(ops[0].error.is_some(), "n2 never left the ISR");
+    assert!(!rig.cluster.calls().iter().any(|c| c.starts_with("kill")));
+}
+
+#[tokio::test]
+async fn the_same_seed_injects_the_same_faults() {
+    let nodes = names(&["c1", "n1", "n2", "n3"]);
+    let all = [Fault::Kill, Fault::Pause, Fault::Partition];
+    let mut runs = vec![];
+    for _ in 0..2 {
+        let mut rig = rig(99);
+        let plan = compress(
+            random_plan(99, &all, 2.0, 60.0, &nodes, "t0/0").unwrap(),
+            0.005,
+        );
+        let started = Instant::now();
+        rig.nemesis
+            .run(&plan, started, started + Duration::from_secs(60))
+            .await;
+        rig.nemesis.final_step().await.unwrap();
+        runs.push((rig.cluster.calls(), rig.recorder.ops()));
+    }
+    assert_eq!(runs[0], runs[1]);
+    let kinds: BTreeSet<&str> = runs[0].1.iter().map(|o| o.f.as_str()).collect();
+    assert!(kinds.len() >= 4, "a 60 s schedule mixes faults: {kinds:?}");
+    assert!(
+        runs[0].1.iter().all(|o| o.error.is_none()),
+        "{:?}",
+        runs[0].1
+    );
+}
+
+#[test]
+fn targets_resolve_against_brokers_only_unless_they_name_the_controller() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut rig = rig(6);
+        for _ in 0..20 {
+            for t in [Target::One, Target::Minority, Target::Majority, Target::All] {
+                let nodes = rig.nemesis.resolve(&t).await.unwrap();
+                assert!(!nodes.contains(&"c1".to_string()), "{t}: {nodes:?}");
+            }
+        }
+        assert_eq!(
+            rig.nemesis.resolve(&Target::Majority).await.unwrap().len(),
+            2
+        );
+        assert_eq!(
+            rig.nemesis.resolve(&Target::Minority).await.unwrap().len(),
+            1
+        );
+        assert_eq!(
+            rig.nemesis.resolve(&Target::Controller).await.unwrap(),
+            ["c1"]
+        );
+        assert_eq!(
+            rig.nemesis
+                .resolve(&"isr:t0/0".parse().unwrap())
+                .await
+                .unwrap(),
+            ["n1", "n2", "n3"]
+        );
+        assert!(rig.nemesis.resolve(&"n9".parse().unwrap()).await.is_err());
+        rig.view.set("t0/0", state("n1", &["n1"]));
+        let follower = rig
+            .nemesis
+            .resolve(&"follower:t0/0".parse().unwrap())
+            .await
+            .unwrap();
+        assert!(
+            follower == ["n2"] || follower == ["n3"],
+            "out-of-sync replicas when the ISR is alone"
+        );
+    });
+}
