@@ -33,6 +33,16 @@ pub fn svg_hex(rgb: Rgb) -> String {
     format!("#{:02X}{:02X}{:02X}", rgb.0, rgb.1, rgb.2)
 }
 
+/// An axis label: whole numbers without decimals, others with at most three.
+pub fn fmt_num(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
 /// How the points of a series are marked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
@@ -79,6 +89,8 @@ pub struct TimeChart<'a> {
     pub y_range: (f64, f64),
     /// Logarithmic y axis (latency spans orders of magnitude).
     pub y_log: bool,
+    /// Label only whole numbers on the y axis (counts such as ISR sizes).
+    pub y_integer: bool,
     /// Fault windows to shade.
     pub bands: &'a [FaultWindow],
     /// Lines, drawn over the bands.
@@ -135,9 +147,19 @@ where
         .y_label_area_size(Y_LABEL_AREA_PX)
         .build_cartesian_2d(0f64..x_max, y_spec)
         .map_err(|e| e.to_string())?;
+    let y_integer = chart.y_integer;
+    let y_format = move |v: &f64| {
+        if y_integer && (v - v.round()).abs() > 1e-9 {
+            String::new()
+        } else {
+            fmt_num(*v)
+        }
+    };
     ctx.configure_mesh()
         .x_desc("time since the test started (s)")
         .y_desc(chart.y_label)
+        .x_label_formatter(&|v| fmt_num(*v))
+        .y_label_formatter(&y_format)
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
         .light_line_style(RGBColor(238, 238, 238))
@@ -239,6 +261,7 @@ pub fn draw_lost_writes(id: &str, rows: &[LostRow], lost_rgb: Rgb) -> Result<Str
         };
         ctx.configure_mesh()
             .x_desc("offset")
+            .x_label_formatter(&|v| fmt_num(*v))
             .y_desc("partition")
             .y_labels(rows.len() + 2)
             .y_label_formatter(&label)
@@ -305,6 +328,7 @@ pub fn draw_bars(id: &str, y_label: &str, bars: &[Bar]) -> Result<String, Report
         ctx.configure_mesh()
             .disable_x_mesh()
             .y_desc(y_label)
+            .y_label_formatter(&|v| fmt_num(*v))
             .x_labels(bars.len() + 1)
             .x_label_formatter(&label)
             .label_style(("sans-serif", 13))
@@ -331,10 +355,38 @@ pub fn draw_bars(id: &str, y_label: &str, bars: &[Bar]) -> Result<String, Report
     Ok(inline_svg(svg))
 }
 
+/// `rgb` darkened by `step` tenths towards black (2 steps: 20 % darker), to tell apart
+/// series that share a meaning colour.
+pub fn shade(rgb: Rgb, step: usize) -> Rgb {
+    let keep = 1.0 - 0.2 * (step % 4) as f64;
+    let f = |c: u8| (f64::from(c) * keep) as u8;
+    (f(rgb.0), f(rgb.1), f(rgb.2))
+}
+
 /// The band colour of each fault kind present, for HTML legends.
 pub fn band_legend(kinds: &[FaultKind]) -> Vec<(String, Rgb)> {
     kinds
         .iter()
         .map(|k| (format!("{} (fault)", k.label()), k.rgb()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_numbers_drop_needless_decimals() {
+        assert_eq!(fmt_num(450000.0), "450000");
+        assert_eq!(fmt_num(0.1), "0.1");
+        assert_eq!(fmt_num(2.5), "2.5");
+        assert_eq!(fmt_num(1.0 / 3.0), "0.333");
+    }
+
+    #[test]
+    fn shades_darken_and_cycle() {
+        assert_eq!(shade((200, 100, 50), 0), (200, 100, 50));
+        assert_eq!(shade((200, 100, 50), 1), (160, 80, 40));
+        assert_eq!(shade((200, 100, 50), 4), (200, 100, 50));
+    }
 }

@@ -418,6 +418,7 @@ fn latency_figure(
         x_max_s: x_max,
         y_range,
         y_log: true,
+        y_integer: false,
         bands: &ctx.faults.windows,
         lines: Vec::new(),
         points: series,
@@ -454,8 +455,11 @@ fn throughput_figure(
     let mut entries = Vec::new();
     let mut y_max = 1f64;
     let mut width_s = x_max;
-    for (n, ((f, outcome), points)) in ctx.scan.latencies.iter().enumerate() {
-        let rgb = PALETTE[n % PALETTE.len()];
+    let functions: Vec<String> = ctx.scan.functions().into_iter().collect();
+    for ((f, outcome), points) in &ctx.scan.latencies {
+        // Colour says the outcome, as in the latency plot; shades tell the operations apart.
+        let f_number = functions.iter().position(|x| x == f).unwrap_or(0);
+        let rgb = plots::shade(outcome_rgb(*outcome), f_number);
         let times = points
             .iter()
             .map(|p| (p.invoke_ns + p.latency_ns) as f64 / 1e9);
@@ -471,6 +475,7 @@ fn throughput_figure(
         x_max_s: x_max,
         y_range: (0.0, y_max * 1.05),
         y_log: false,
+        y_integer: false,
         bands: &ctx.faults.windows,
         lines,
         points: Vec::new(),
@@ -570,6 +575,7 @@ fn hw_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<Stri
         x_max_s: x_max,
         y_range: (0.0, y_max * 1.05),
         y_log: false,
+        y_integer: false,
         bands: &ctx.faults.windows,
         lines,
         points,
@@ -707,6 +713,7 @@ fn unseen_figure(
         x_max_s: x_max,
         y_range: (0.0, y_max * 1.05),
         y_log: false,
+        y_integer: false,
         bands: &ctx.faults.windows,
         lines: vec![Line {
             rgb: OK_RGB,
@@ -768,6 +775,7 @@ fn isr_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<Str
         x_max_s: x_max,
         y_range: (0.0, y_max + 0.5),
         y_log: false,
+        y_integer: true,
         bands: &ctx.faults.windows,
         lines,
         points: Vec::new(),
