@@ -574,13 +574,16 @@ impl Checker {
             .values
             .entry(value)
             .or_insert_with(|| ValueState::new(key_id));
-        if state.outcome == Outcome::NotSent || !pending.sends.iter().any(|&(_, v)| v == value) {
-            // A completion mentioning a value its invoke did not send.
-            if state.invoke_op == NONE {
-                state.invoke_op = pending.invoke_op;
-                state.key = key_id;
-            }
+        if state.invoke_op == NONE {
+            // A completion mentioning a value no invoke sent: adopt it, but say so.
+            state.invoke_op = pending.invoke_op;
+            state.key = key_id;
+            self.problem(format!(
+                "op {} completes a send of {value} that its invoke did not send",
+                op.index
+            ));
         }
+        let state = self.values.get_mut(&value).expect("inserted above");
         match op.kind {
             OpType::Ok => {
                 if state.outcome == Outcome::Ok {
