@@ -294,10 +294,12 @@ fn anomalies_section(results: Option<&CheckResults>) -> String {
         out.push_str("<p>The checkers found no anomaly.</p>");
     }
     for (name, a) in ordered_anomalies(results) {
-        let tag = if a.violation {
-            "<span class=\"tag violation\">violation</span>"
-        } else {
-            "<span class=\"tag allowed\">allowed by the settings</span>"
+        // The checker marks an anomaly as a violation when the settings forbid it; only an
+        // anomaly that occurred is worth the red tag.
+        let tag = match (a.count, a.violation) {
+            (0, _) => "<span class=\"muted\">none found</span>",
+            (_, true) => "<span class=\"tag violation\">violation</span>",
+            (_, false) => "<span class=\"tag allowed\">allowed by the settings</span>",
         };
         let _ = write!(
             out,

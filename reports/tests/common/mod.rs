@@ -1,0 +1,195 @@
+//! A fixed run directory shared by the integration tests.
+
+#![allow(dead_code)] // each test file uses a part
+
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// Builds history lines with dense indexes.
+pub struct History {
+    lines: Vec<Value>,
+}
+
+impl History {
+    fn push(&mut self, mut op: Value) -> u64 {
+        let index = self.lines.len() as u64;
+        op["index"] = json!(index);
+        self.lines.push(op);
+        index
+    }
+
+    fn op(&mut self, t_ms: u64, process: Value, kind: &str, f: &str, value: Value) -> u64 {
+        self.push(json!({"time": t_ms * 1_000_000, "process": process, "type": kind, "f": f, "value": value}))
+    }
+
+    fn nemesis(&mut self, t_ms: u64, f: &str, value: Value) -> u64 {
+        self.op(t_ms, json!("nemesis"), "info", f, value)
+    }
+
+    fn send(
+        &mut self,
+        t_ms: u64,
+        process: u64,
+        key: &str,
+        offset: u64,
+        value: i64,
+        hw: u64,
+    ) -> u64 {
+        self.op(
+            t_ms,
+            json!(process),
+            "invoke",
+            "send",
+            json!([["send", key, value]]),
+        );
+        let i = self.op(
+            t_ms + 3,
+            json!(process),
+            "ok",
+            "send",
+            json!([["send", key, [offset, value]]]),
+        );
+        self.lines[i as usize]["high_watermarks"] = json!({ key: hw });
+        i
+    }
+
+    fn poll(&mut self, t_ms: u64, process: u64, key: &str, records: Value, hw: u64) -> u64 {
+        self.op(t_ms, json!(process), "invoke", "poll", json!([["poll"]]));
+        let i = self.op(
+            t_ms + 5,
+            json!(process),
+            "ok",
+            "poll",
+            json!([["poll", { key: records }]]),
+        );
+        self.lines[i as usize]["high_watermarks"] = json!({ key: hw });
+        i
+    }
+
+    fn write(&self, path: &Path) {
+        let text: Vec<String> = self.lines.iter().map(Value::to_string).collect();
+        std::fs::write(path, text.join("\n") + "\n").unwrap();
+    }
+}
+
+/// Indexes the examples refer to, for the assertions.
+pub struct Fixture {
+    pub lost_ack: u64,
+    pub lost_read: u64,
+    pub regression: u64,
+    pub regression_prior: u64,
+}
+
+pub fn write_json(path: &Path, v: &Value) {
+    std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+/// A run of 20 s with every kind of fault, a lost write, a high-watermark regression, a
+/// failed and an indeterminate send, and ISR samples.
+pub fn fixture_run(dir: &Path, cell: &str, valid: bool) -> Fixture {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut h = History { lines: Vec::new() };
+    h.send(100, 1, "t0/0", 0, 100, 1);
+    h.send(200, 1, "t0/0", 1, 101, 2);
+    h.nemesis(1_000, "start-kill", json!(["n1"]));
+    let lost_ack = h.send(1_500, 1, "t0/0", 2, 102, 3);
+    h.send(1_600, 1, "t0/1", 0, 200, 1);
+    h.nemesis(3_000, "stop-kill", json!(["n1"]));
+    h.nemesis(4_000, "start-pause", json!(["n2"]));
+    // A send that failed and one that timed out.
+    h.op(
+        4_100,
+        json!(1),
+        "invoke",
+        "send",
+        json!([["send", "t0/1", 201]]),
+    );
+    h.push(
+        json!({"time": 4_150_000_000u64, "process": 1, "type": "fail", "f": "send",
+                  "value": [["send", "t0/1", 201]], "error": "NOT_ENOUGH_REPLICAS"}),
+    );
+    h.op(
+        4_200,
+        json!(1),
+        "invoke",
+        "send",
+        json!([["send", "t0/1", 202]]),
+    );
+    h.op(
+        9_200,
+        json!(1),
+        "info",
+        "send",
+        json!([["send", "t0/1", 202]]),
+    );
+    h.nemesis(6_000, "stop-pause", json!(["n2"]));
+    let regression_prior = h.poll(7_000, 2, "t0/0", json!([[0, 100], [1, 101], [2, 102]]), 3);
+    h.nemesis(8_000, "start-partition", json!({"n1": ["n2", "n3"]}));
+    let regression = h.poll(9_000, 2, "t0/0", json!([]), 2);
+    h.nemesis(12_000, "stop-partition", json!({}));
+    h.nemesis(12_500, "compact-logs", json!(null));
+    h.send(13_000, 3, "t0/0", 2, 103, 3);
+    let lost_read = h.poll(19_000, 2, "t0/0", json!([[0, 100], [1, 101], [2, 103]]), 3);
+    h.write(&dir.join("history.jsonl"));
+
+    write_json(
+        &dir.join("config.json"),
+        &json!({
+            "name": "fixture", "seed": 42, "time_limit_s": 20, "acks": "all",
+            "nemesis": "kill,pause,partition", "nodes": ["n1", "n2", "n3"],
+            "settings": {"min.insync.replicas": 2, "unclean.leader.election.enable": true},
+            "command": ["tidewater", "run", "--seed", "42", "--name", "fixture"],
+            "matrix_cell": cell
+        }),
+    );
+    // A valid run lost nothing; an invalid one lost the write acknowledged at `lost_ack`.
+    let lost_examples = if valid {
+        json!([])
+    } else {
+        json!([{"key": "t0/0", "offset": 2, "value": 102, "acks": "all",
+                "ack-index": lost_ack, "read-index": lost_read}])
+    };
+    write_json(
+        &dir.join("results.json"),
+        &json!({
+            "valid": valid,
+            "anomalies": {
+                "lost-write": {
+                    "count": u64::from(!valid), "violation": !valid,
+                    "note": "acks=all with min.insync.replicas=2 must not lose acknowledged writes",
+                    "examples": lost_examples
+                },
+                "hw-regression": {
+                    "count": 1, "violation": false, "note": "visibility-only",
+                    "examples": [{"key": "t0/0", "index": regression, "hw": 2,
+                                  "prior-hw": 3, "prior-index": regression_prior,
+                                  "class": "visibility-only"}]
+                },
+                "unseen": {"count": 0, "examples": []}
+            },
+            "stats": {"unseen_series": [[0, 0], [2_000_000_000u64, 1], [19_000_000_000u64, 0]]}
+        }),
+    );
+    let mut samples = String::new();
+    for (t_s, isr) in [
+        (0u64, vec!["n1", "n2", "n3"]),
+        (1, vec!["n2", "n3"]),
+        (5, vec!["n3"]),
+        (14, vec!["n1", "n2", "n3"]),
+    ] {
+        for key in ["t0/0", "t0/1"] {
+            let leader = json!({"time": t_s * 1_000_000_000, "key": key, "isr": isr, "leader": "n3",
+                                "leader_epoch": 2, "high_watermark": 2, "node": "n3"});
+            let follower = json!({"time": t_s * 1_000_000_000, "key": key, "isr": ["n1"], "leader": "n3",
+                                  "high_watermark": 1, "node": "n1"});
+            samples.push_str(&format!("{leader}\n{follower}\n"));
+        }
+    }
+    std::fs::write(dir.join("samples.jsonl"), samples).unwrap();
+    Fixture {
+        lost_ack,
+        lost_read,
+        regression,
+        regression_prior,
+    }
+}
