@@ -144,3 +144,90 @@ proptest! {
         prop_assert_eq!(r.valid, Validity::Invalid, "{:?} of {:?}: {:#?}", mutation, target, r.anomalies);
     }
 }
+
+/// Plausible-looking but arbitrary micro-ops and values: offsets and values from small
+/// ranges so that collisions (duplicates, conflicts, regressions) are frequent.
+fn junk_value() -> impl Strategy<Value = Value> {
+    let key = prop_oneof![Just("t0/0"), Just("t0/1"), Just("x")].prop_map(Value::from);
+    let small = (-2i64..6).prop_map(Value::from);
+    let send = (
+        key.clone(),
+        prop_oneof![
+            small.clone(),
+            (small.clone(), small.clone()).prop_map(|(o, v)| Value::Array(vec![o, v])),
+            Just(Value::Null),
+        ],
+    )
+        .prop_map(|(k, v)| Value::Array(vec!["send".into(), k, v]));
+    let recs = prop::collection::vec((small.clone(), small.clone()), 0..4).prop_map(|rs| {
+        Value::Array(
+            rs.into_iter()
+                .map(|(o, v)| Value::Array(vec![o, v]))
+                .collect(),
+        )
+    });
+    let poll = (key.clone(), recs).prop_map(|(k, rs)| {
+        let mut m = serde_json::Map::new();
+        m.insert(k.as_str().unwrap().to_string(), rs);
+        Value::Array(vec!["poll".into(), Value::Object(m)])
+    });
+    let micro = prop_oneof![
+        send,
+        poll,
+        Just(serde_json::json!(["poll"])),
+        small.clone(),
+        Just(Value::Null)
+    ];
+    prop_oneof![
+        prop::collection::vec(micro, 0..3).prop_map(Value::Array),
+        prop::collection::vec(key, 0..3).prop_map(Value::Array),
+        small,
+        Just(Value::Null),
+    ]
+}
+
+fn junk_op() -> impl Strategy<Value = (u64, u8, u8, Value, bool, Option<u64>)> {
+    (
+        0u64..4,
+        0u8..4,
+        0u8..6,
+        junk_value(),
+        any::<bool>(),
+        prop::option::of(0u64..6),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Checkers never panic: any sequence of odd ops gets a verdict.
+    #[test]
+    fn arbitrary_histories_never_panic(ops in prop::collection::vec(junk_op(), 0..40)) {
+        use std::collections::BTreeMap;
+        use tidewater_workloads::history::Process;
+        let fs = ["send", "poll", "assign", "subscribe", "txn", "crash"];
+        let kinds = [OpType::Invoke, OpType::Ok, OpType::Fail, OpType::Info];
+        let history: Vec<Op> = ops
+            .into_iter()
+            .enumerate()
+            .map(|(i, (p, kind, f, value, fin, hw))| Op {
+                index: i as u64,
+                time: i as u64 * 1000,
+                process: if p == 3 { Process::Nemesis } else { Process::Client(p) },
+                kind: kinds[kind as usize],
+                f: fs[f as usize].into(),
+                value,
+                node: None,
+                high_watermarks: hw.map(|h| BTreeMap::from([("t0/0".to_string(), h)])),
+                log_start_offsets: hw.map(|h| BTreeMap::from([("t0/1".to_string(), h)])),
+                error: None,
+                r#final: fin,
+            })
+            .collect();
+        let r = check(&history, &CheckSettings::default());
+        prop_assert!(r.stats["ops"].as_u64() == Some(history.len() as u64));
+        for a in r.anomalies.values() {
+            prop_assert!(a.count >= a.examples.len() as u64);
+        }
+    }
+}
