@@ -249,7 +249,7 @@ fn generate(dir: &Path, ops: u64) -> u64 {
         .lost
         .iter()
         .map(|(k, o, v, i)| {
-            format!(r#"{{"key":"t0/{k}","offset":{o},"value":{v},"ack-index":{i}}}"#)
+            format!(r#"{{"key":"t0/{k}","offset":{o},"value":{v},"acks":"all","ack_op":{i}}}"#)
         })
         .collect();
     let results = format!(

@@ -142,12 +142,13 @@ pub fn fixture_run(dir: &Path, cell: &str, valid: bool) -> Fixture {
             "matrix_cell": cell
         }),
     );
-    // A valid run lost nothing; an invalid one lost the write acknowledged at `lost_ack`.
+    // Example fields as docs/checkers.md defines them. A valid run lost nothing; an invalid
+    // one lost the write acknowledged at `lost_ack`.
     let lost_examples = if valid {
         json!([])
     } else {
         json!([{"key": "t0/0", "offset": 2, "value": 102, "acks": "all",
-                "ack-index": lost_ack, "read-index": lost_read}])
+                "send_op": lost_ack - 1, "ack_op": lost_ack, "proving_read_op": lost_read}])
     };
     write_json(
         &dir.join("results.json"),
@@ -161,9 +162,9 @@ pub fn fixture_run(dir: &Path, cell: &str, valid: bool) -> Fixture {
                 },
                 "hw-regression": {
                     "count": 1, "violation": false, "note": "visibility-only",
-                    "examples": [{"key": "t0/0", "index": regression, "hw": 2,
-                                  "prior-hw": 3, "prior-index": regression_prior,
-                                  "class": "visibility-only"}]
+                    "examples": [{"key": "t0/0", "class": "visibility-only",
+                                  "high_watermarks": [3, 2], "ops": [regression_prior, regression],
+                                  "final_hw": 3, "lost_offsets": []}]
                 },
                 "unseen": {"count": 0, "examples": []}
             },
