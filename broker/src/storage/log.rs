@@ -280,6 +280,8 @@ impl Log {
         }
         let mut bytes = 0usize;
         let mut full = false;
+        // Enough to cover the distance from an index entry plus what the caller wants.
+        let chunk_hint = max_bytes.saturating_add(self.config.index_interval_bytes as usize);
         let first_base = *self
             .segments
             .range(..=offset)
@@ -287,7 +289,7 @@ impl Log {
             .expect("segment covers log start")
             .0;
         for segment in self.segments.range(first_base..).map(|(_, s)| s) {
-            segment.scan_from(offset, end_offset, max_bytes, |mut batch| {
+            segment.scan_from(offset, end_offset, chunk_hint, |mut batch| {
                 trim_batch(&mut batch, offset, end_offset);
                 if whole_batches {
                     let size = batch_size(&batch);
@@ -1042,6 +1044,34 @@ mod tests {
         drop(log);
         let log = Log::open(dir.path(), small_config()).unwrap();
         assert_eq!(log.log_start_offset(), bases[count - 1]);
+    }
+
+    #[test]
+    fn reopen_keeps_segment_timestamps_and_rebuilds_a_damaged_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 30, 0);
+        let timestamps: Vec<Option<i64>> = log
+            .segments
+            .values()
+            .map(Segment::max_timestamp_ms)
+            .collect();
+        assert_eq!(timestamps.last(), Some(&Some(1029)));
+        drop(log);
+        // Segment 0 is below the recovery point, so only its index file is read: damage it.
+        fs::write(dir.path().join(segment::index_file_name(0)), b"garbage").unwrap();
+        let log = Log::open(dir.path(), small_config()).unwrap();
+        let reopened: Vec<Option<i64>> = log
+            .segments
+            .values()
+            .map(Segment::max_timestamp_ms)
+            .collect();
+        assert_eq!(reopened, timestamps);
+        assert!(
+            log.segments[&0].index_len() > 0,
+            "index rebuilt from batch headers"
+        );
+        assert_eq!(read_all(&log), expected(0..30));
     }
 
     #[test]

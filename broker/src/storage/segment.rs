@@ -18,7 +18,7 @@ use super::{Batch, LogError};
 /// Bytes per index entry.
 const INDEX_ENTRY_LEN: usize = 16;
 /// Smallest read issued while scanning a segment, to avoid one syscall per small batch.
-const SCAN_CHUNK_MIN: usize = 16 * 1024;
+const SCAN_CHUNK_MIN: usize = 4 * 1024;
 /// Largest read issued while scanning (a single batch larger than this is still read whole).
 const SCAN_CHUNK_MAX: usize = 1024 * 1024;
 
@@ -297,11 +297,16 @@ impl Segment {
             return Err(LogError::Io(e));
         }
         if position > 0 && self.bytes_since_index_entry >= index_interval_bytes {
-            self.push_index_entry(IndexEntry {
+            let entry = IndexEntry {
                 relative_offset: relative_offset as u32,
                 position: position as u32,
                 max_timestamp_before_ms: self.max_timestamp_ms,
-            })?;
+            };
+            if let Err(e) = self.push_index_entry(entry) {
+                // Undo the batch too, so the log and its index stay in step.
+                let _ = self.log.set_len(position);
+                return Err(e);
+            }
             self.bytes_since_index_entry = 0;
         }
         self.size_bytes += bytes.len() as u64;
