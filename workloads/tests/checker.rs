@@ -69,6 +69,19 @@ impl H {
         self
     }
 
+    fn rebalance(&mut self, p: u64, group: &str, generation: u64, keys: &[&str]) -> &mut Self {
+        self.push(p, OpType::Invoke, "rebalance", Value::Null);
+        let v = json!({"group": group, "generation": generation, "assignment": keys});
+        self.push(p, OpType::Ok, "rebalance", v);
+        self
+    }
+
+    fn commit(&mut self, p: u64, offset: u64) -> &mut Self {
+        self.push(p, OpType::Invoke, "commit", json!([["commit", K, offset]]));
+        self.push(p, OpType::Ok, "commit", json!([["commit", K, offset]]));
+        self
+    }
+
     fn poll_with(&mut self, p: u64, records: &[(u64, i64)], hw: Option<u64>, fin: bool) -> u64 {
         self.push(p, OpType::Invoke, "poll", json!([["poll"]]))
             .r#final = fin;
@@ -673,4 +686,80 @@ fn records_below_the_log_start_offset_are_neither_skipped_nor_lost() {
     assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
     assert_eq!(r.stats["retention_excluded"], 1);
     assert_eq!(r.valid, Validity::Valid);
+}
+
+#[test]
+fn group_split_ownership_is_two_owners_in_one_generation() {
+    let mut h = five_records();
+    h.rebalance(2, "g0", 1, &[K]);
+    h.rebalance(3, "g0", 1, &[K, "t0/1"]);
+    // Near miss: the next generation moves the key to process 3.
+    h.rebalance(3, "g0", 2, &[K]);
+    // Near miss: another group.
+    h.rebalance(4, "g1", 1, &[K]);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert_eq!(names(&r), ["group-split-ownership"]);
+    let s = &r.anomalies["group-split-ownership"];
+    assert_eq!(s.count, 1);
+    assert_eq!(s.examples[0]["processes"], json!([2, 3]));
+    assert_eq!(s.examples[0]["generation"], 1);
+    assert!(s.violation);
+    assert_eq!(r.stats["groups"], 2);
+}
+
+#[test]
+fn commit_regression_is_a_later_commit_going_back() {
+    let mut h = five_records();
+    h.rebalance(2, "g0", 1, &[K]);
+    h.rebalance(3, "g0", 2, &[K]);
+    // Near miss: 3's commit of 1 is concurrent with 2's commit of 2.
+    h.push(3, OpType::Invoke, "commit", json!([["commit", K, 1]]));
+    h.commit(2, 2);
+    h.push(3, OpType::Ok, "commit", json!([["commit", K, 1]]));
+    h.commit(3, 3);
+    h.commit(2, 1);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    let c = &r.anomalies["commit-regression"];
+    assert_eq!(c.count, 1);
+    assert_eq!(c.examples[0]["offsets"], json!([3, 1]));
+    assert_eq!(c.examples[0]["group"], "g0");
+    assert!(c.violation);
+}
+
+#[test]
+fn group_undelivered_is_committed_past_but_never_polled_by_the_group() {
+    let mut h = five_records();
+    h.rebalance(2, "g0", 1, &[K]);
+    h.poll(2, &ALL5[..2]);
+    h.commit(2, 2);
+    h.rebalance(3, "g0", 2, &[K]);
+    h.poll(3, &ALL5[3..]);
+    h.commit(3, 5);
+    // A process outside the group reading 12 does not deliver it to the group.
+    h.assign(9, &[K], "assign");
+    h.poll(9, &ALL5);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert_eq!(names(&r), ["group-undelivered"]);
+    let u = &r.anomalies["group-undelivered"];
+    assert_eq!(u.count, 1);
+    assert_eq!(
+        (&u.examples[0]["value"], &u.examples[0]["offset"]),
+        (&json!(12), &json!(2))
+    );
+    assert_eq!(u.examples[0]["committed"], 5);
+    assert!(u.violation);
+}
+
+#[test]
+fn a_group_that_committed_only_what_it_read_delivered_everything() {
+    let mut h = five_records();
+    h.rebalance(2, "g0", 1, &[K]);
+    h.poll(2, &ALL5[..3]);
+    h.commit(2, 3);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
 }

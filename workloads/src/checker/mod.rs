@@ -4,6 +4,8 @@
 //! - `settings`: [`CheckSettings`] and the policy deciding which anomalies are violations.
 //! - `order`: per-process order (`poll-skip`, `nonmonotonic-*`, `int-*`).
 //! - `watermark`: `hw-regression`.
+//! - `group`: the consumer-group workload (`group-split-ownership`, `commit-regression`,
+//!   `group-undelivered`).
 //! - `values`: the end-of-history passes over every value and offset (`lost-write`, `unseen`,
 //!   `duplicate`, `aborted-read`, `unexpected`, skip resolution, regression classes).
 //! - `found`: bounded collections of examples.
@@ -17,6 +19,7 @@
 mod found;
 mod fxhash;
 pub mod gen;
+mod group;
 mod order;
 mod settings;
 mod values;
@@ -133,6 +136,8 @@ struct ValueState {
     read_ok: bool,
     /// Read by an ok final read.
     read_final: bool,
+    /// Read by an ok poll of a consumer-group member.
+    read_group: bool,
     /// Counted in the running unseen count (acknowledged before any ok read saw it).
     unseen_counted: bool,
 }
@@ -152,6 +157,7 @@ impl ValueState {
             first_read_key: u32::MAX,
             read_ok: false,
             read_final: false,
+            read_group: false,
             unseen_counted: false,
         }
     }
@@ -298,6 +304,7 @@ pub struct Checker {
     pending: FxHashMap<u64, Pending>,
     order: Order,
     watermarks: Watermarks,
+    groups: group::Groups,
     findings: Findings,
     counters: Counters,
     unseen: UnseenSeries,
@@ -316,6 +323,10 @@ enum Micro<'a> {
         value: Val,
     },
     Poll(Option<&'a Map<String, Value>>),
+    Commit {
+        key: &'a str,
+        offset: u64,
+    },
 }
 
 fn parse_micro(v: &Value) -> Option<Micro<'_>> {
@@ -342,6 +353,10 @@ fn parse_micro(v: &Value) -> Option<Micro<'_>> {
                 }),
             }
         }
+        "commit" => Some(Micro::Commit {
+            key: arr.get(1)?.as_str()?,
+            offset: arr.get(2)?.as_u64()?,
+        }),
         "poll" => match arr.get(1) {
             None | Some(Value::Null) => Some(Micro::Poll(None)),
             Some(m) => Some(Micro::Poll(Some(m.as_object()?))),
@@ -362,6 +377,7 @@ impl Checker {
             pending: FxHashMap::default(),
             order: Order::default(),
             watermarks: Watermarks::default(),
+            groups: group::Groups::default(),
             counters: Counters::default(),
             unseen: UnseenSeries::new(),
             info_offsets: Vec::new(),
@@ -479,6 +495,8 @@ impl Checker {
                     self.order.reassign(process, &keys, op.f == "subscribe");
                 }
             }
+            "rebalance" if ok => self.complete_rebalance(process, op),
+            "rebalance" => {}
             _ => self.complete_micro_ops(process, op, &pending),
         }
         // Sends of the invoke that the completion did not mention take the completion's type.
@@ -526,6 +544,30 @@ impl Checker {
         }
     }
 
+    fn complete_rebalance(&mut self, process: u64, op: &Op) {
+        let Some(r) = group::parse_rebalance(&op.value) else {
+            self.problem(format!(
+                "op {}: rebalance value must be {{\"group\", \"generation\", \"assignment\"}}",
+                op.index
+            ));
+            return;
+        };
+        let ids: Vec<u32> = r.assignment.iter().map(|k| self.key_id(k)).collect();
+        let keys: Vec<(u32, &str)> = ids
+            .iter()
+            .map(|&id| (id, self.keys[id as usize].name.as_str()))
+            .collect();
+        self.groups.rebalance(
+            process,
+            r.group,
+            r.generation,
+            &keys,
+            op.index,
+            &mut self.findings,
+        );
+        self.order.reassign(process, &ids, true);
+    }
+
     /// Marks a pending value with its outcome, keeping the unseen count.
     fn settle(&mut self, value: Val, outcome: Outcome, op: u64) {
         let Some(state) = self.values.get_mut(&value) else {
@@ -555,6 +597,23 @@ impl Checker {
                 }
                 Some(Micro::Poll(Some(records))) => self.complete_poll(process, op, records),
                 Some(Micro::Poll(None)) => {}
+                Some(Micro::Commit { key, offset }) if op.kind == OpType::Ok => {
+                    let key_id = self.key_id(key);
+                    let name = &self.keys[key_id as usize].name;
+                    let committed = self.groups.commit(
+                        process,
+                        key_id,
+                        name,
+                        offset,
+                        pending.invoke_op,
+                        op.index,
+                        &mut self.findings,
+                    );
+                    if let Err(e) = committed {
+                        self.problem(e);
+                    }
+                }
+                Some(Micro::Commit { .. }) => {}
                 None => self.problem(format!("op {}: malformed micro-op {m}", op.index)),
             }
         }
@@ -648,7 +707,7 @@ impl Checker {
                     self.problem(format!("op {}: bad poll record {pair}", op.index));
                     continue;
                 };
-                self.read(key_id, offset, value, op, ok);
+                self.read(process, key_id, offset, value, op, ok);
                 if ok {
                     let name = &self.keys[key_id as usize].name;
                     self.order.observe(
@@ -667,8 +726,9 @@ impl Checker {
         }
     }
 
-    fn read(&mut self, key: u32, offset: u64, value: Val, op: &Op, ok: bool) {
+    fn read(&mut self, process: u64, key: u32, offset: u64, value: Val, op: &Op, ok: bool) {
         self.counters.records_read += 1;
+        let group_read = ok && self.groups.is_member(process);
         let state = self
             .values
             .entry(value)
@@ -688,6 +748,7 @@ impl Checker {
             if op.r#final {
                 state.read_final = true;
             }
+            state.read_group |= group_read;
         }
         let k = &mut self.keys[key as usize];
         if ok {

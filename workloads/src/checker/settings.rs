@@ -270,6 +270,27 @@ impl CheckSettings {
                     }
                 }
             }
+            "group-split-ownership" => Judgement {
+                violation: true,
+                note: "a partition must have one owner per group generation".into(),
+            },
+            "commit-regression" => {
+                let hw_loss = self.hw_loss_reasons();
+                if hw_loss.is_empty() {
+                    Judgement {
+                        violation: true,
+                        note: "committed offsets are stored replicated and must never go back".into(),
+                    }
+                } else {
+                    Judgement {
+                        violation: false,
+                        note: format!("expected under these settings (the offsets store may lose commits too): {}", hw_loss.join("; ")),
+                    }
+                }
+            }
+            "group-undelivered" => permitted_by_loss(
+                "a group committing past an acknowledged record it never delivered",
+            ),
             "duplicate" => Judgement {
                 violation: true,
                 note: "values are sent once, so a value at two offsets means the broker appended it twice".into(),

@@ -6,6 +6,8 @@
 //! - `duplicate`: a value at two offsets (its lowest and highest offset differ).
 //! - `aborted-read`: a value read whose send failed.
 //! - `unexpected`: a value read that no op sent (or read on another key than it was sent to).
+//! - `group-undelivered`: acknowledged below a group's committed offset, never polled by a
+//!   group member.
 //! - candidate skips resolved in dense positions; `hw-regression` classified.
 //!
 //! Instances are sorted (by key, offset, value) before they become examples, so results are
@@ -154,6 +156,7 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
     let mut counts = ValueCounts::default();
     let mut gone_by_key: Vec<Vec<u64>> = vec![Vec::new(); c.keys.len()];
     let acks = c.settings.acks.as_str();
+    let committed = c.groups.committed_by_key(c.keys.len());
     for (&value, s) in &c.values {
         let read_any = s.first_read_op != NONE;
         counts.read += read_any as u64;
@@ -205,6 +208,20 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
         }
         if s.read_final {
             counts.acked_read_by_final += 1;
+        }
+        if let Some((group, max)) = committed[s.key as usize] {
+            if !s.read_group && s.ack_offset != NONE && s.ack_offset < max {
+                out.push(Instance {
+                    name: "group-undelivered",
+                    key: s.key,
+                    offset: s.ack_offset,
+                    value,
+                    example: ValueOrd(
+                        json!({"value": value, "offset": s.ack_offset, "group": group,
+                        "committed": max, "ack_op": s.ack_op}),
+                    ),
+                });
+            }
         }
         if s.read_ok {
             continue;
@@ -379,6 +396,7 @@ fn stats(
         "unseen_series": unseen_series,
         "hw_regressions": hw_classes,
         "retention_excluded": counts.retention_excluded,
+        "groups": c.groups.group_count(),
         "settings": c.settings,
         "problem_count": c.problem_count,
         "problems": c.problems,
