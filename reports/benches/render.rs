@@ -303,6 +303,13 @@ fn cpu_seconds() -> Option<f64> {
     Some((utime + stime) / 100.0)
 }
 
+/// VmHWM of this process: the generator holds almost nothing, so this is the renderer's peak.
+fn peak_rss() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    Some(line["VmHWM:".len()..].trim().to_string())
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a number among the arguments overrides the op count.
     let ops = std::env::args()
@@ -326,9 +333,10 @@ fn main() {
         .map(|(end, start)| end - start);
     let size = std::fs::metadata(&report).unwrap().len();
     println!(
-        "render_run: {elapsed:.2} s wall, {} s CPU, report.html {:.2} MB",
+        "render_run: {elapsed:.2} s wall, {} s CPU, report.html {:.2} MB, peak RSS {}",
         cpu.map_or("?".to_string(), |c| format!("{c:.2}")),
-        size as f64 / 1e6
+        size as f64 / 1e6,
+        peak_rss().unwrap_or_else(|| "?".to_string())
     );
     if let Ok(keep) = std::env::var("TIDEWATER_BENCH_KEEP") {
         std::fs::copy(&report, &keep).unwrap();
