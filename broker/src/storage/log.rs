@@ -622,7 +622,7 @@ fn parse_segment_name(name: &str, extension: &str) -> Option<u64> {
 }
 
 /// Opens the segments: those wholly below the recovery point as trusted, the rest verified in
-/// order. Stops at the first segment that had to be cut or that does not end where the next one
+/// order (the one holding the recovery point from its last index entry at or below it). Stops at the first segment that had to be cut or that does not end where the next one
 /// begins, and deletes every segment after it. Rebuilds the epoch cache entries of the verified
 /// range from the batches. Returns the segments and the LEO.
 fn recover_segments(
@@ -642,12 +642,14 @@ fn recover_segments(
             Segment::open_trusted(dir, base, config.index_interval_bytes)?,
         );
     }
-    epochs.truncate_from_end(bases[first_verified]);
     let mut log_end_offset = bases[first_verified];
     let mut kept = bases.len();
     for (i, &base) in bases.iter().enumerate().skip(first_verified) {
-        let (segment, verified) = Segment::open_verified(dir, base, config.index_interval_bytes)?;
+        let interval = config.index_interval_bytes;
+        let (segment, verified) = Segment::open_verified(dir, base, interval, recovery_point)?;
         segments.insert(base, segment);
+        // Epochs starting in the verified range are re-learnt from its batches.
+        epochs.truncate_from_end(verified.verified_from);
         for &(epoch, start_offset) in &verified.epoch_starts {
             if let Err(e) = epochs.assign(epoch, start_offset) {
                 tracing::warn!(dir = %dir.display(), "ignoring batch epoch during recovery: {e}");
@@ -990,6 +992,56 @@ mod tests {
         assert_eq!(log.size_bytes(), 4 * batch_len);
         assert_eq!(log.append(vec![record("v4", 0)], 0).unwrap(), (4, 4));
         assert_eq!(read_all(&log), expected(0..5));
+    }
+
+    #[test]
+    fn recovery_trusts_flushed_batches_and_verifies_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(
+            dir.path(),
+            LogConfig {
+                index_interval_bytes: 100,
+                ..LogConfig::default()
+            },
+        )
+        .unwrap();
+        fill(&mut log, 20, 0);
+        let batch_len = log.size_bytes() / 20;
+        log.flush().unwrap(); // recovery point 20
+        fill(&mut log, 10, 0);
+        drop(log);
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .open(segment_path(dir.path(), 0))
+            .unwrap();
+        // Damage batch 2 (flushed: not verified on open) and batch 25 (after the recovery point).
+        file.write_all_at(&[0xee], 2 * batch_len + batch_len - 1)
+            .unwrap();
+        file.write_all_at(&[0xee], 25 * batch_len + batch_len - 1)
+            .unwrap();
+
+        let log = Log::open(
+            dir.path(),
+            LogConfig {
+                index_interval_bytes: 100,
+                ..LogConfig::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            log.log_end_offset(),
+            25,
+            "cut at the first bad batch after the recovery point"
+        );
+        assert_eq!(
+            values(&log.read(3, usize::MAX, u64::MAX).unwrap()),
+            expected(3..25)
+        );
+        // The damaged flushed batch is still never served: reads check every CRC.
+        assert!(matches!(
+            log.read(2, usize::MAX, u64::MAX),
+            Err(LogError::Corrupt(_))
+        ));
     }
 
     #[test]

@@ -64,6 +64,8 @@ impl IndexEntry {
 /// What verifying a segment found.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Verified {
+    /// Offset of the first batch that was verified (earlier ones were below the recovery point).
+    pub verified_from: u64,
     /// Offset one past the last valid record.
     pub next_offset: u64,
     /// Set when the segment had to be cut: where and why.
@@ -156,23 +158,42 @@ impl Segment {
     }
 
     /// Opens an existing segment and verifies every batch (header, CRC, offsets following on
-    /// from `base_offset`). Everything from the first bad batch on is cut off the file. The
-    /// index is rebuilt from the valid batches.
+    /// from `base_offset`) from the recovery point on: batches before the last index entry at or
+    /// below `recovery_point` were fsynced and are trusted. Everything from the first bad batch
+    /// on is cut off the file. The index is rebuilt from the valid batches.
     pub fn open_verified(
         dir: &Path,
         base_offset: u64,
         index_interval_bytes: u64,
+        recovery_point: u64,
     ) -> Result<(Segment, Verified), LogError> {
         let mut segment = Segment::open_files(dir, base_offset)?;
         let file_len = segment.log.metadata()?.len();
-        let mut scanner = Scanner::new(&segment.log, file_len, SCAN_CHUNK_MAX);
         let mut position = 0u64;
         let mut next_offset = base_offset;
-        let mut truncated = None;
-        let mut epoch_starts: Vec<(u32, u64)> = Vec::new();
         let mut index = Vec::new();
         let mut max_timestamp_ms = i64::MIN;
         let mut bytes_since_index_entry = 0u64;
+        if recovery_point > base_offset {
+            segment.size_bytes = file_len; // what load_index checks positions against
+            if let Some(entries) = segment.load_index()? {
+                let trusted = entries.partition_point(|e| {
+                    base_offset + u64::from(e.relative_offset) <= recovery_point
+                });
+                if let Some(resume) = trusted.checked_sub(1).map(|i| entries[i]) {
+                    index.extend_from_slice(&entries[..trusted - 1]);
+                    position = u64::from(resume.position);
+                    next_offset = base_offset + u64::from(resume.relative_offset);
+                    max_timestamp_ms = resume.max_timestamp_before_ms;
+                    // Makes the loop below add the resume entry back for its batch.
+                    bytes_since_index_entry = index_interval_bytes;
+                }
+            }
+        }
+        let verified_from = next_offset;
+        let mut truncated = None;
+        let mut epoch_starts: Vec<(u32, u64)> = Vec::new();
+        let mut scanner = Scanner::new(&segment.log, file_len, SCAN_CHUNK_MAX);
         while position < file_len {
             let checked = scanner
                 .batch_at(position)
@@ -228,6 +249,7 @@ impl Segment {
         segment.bytes_since_index_entry = bytes_since_index_entry;
         segment.write_whole_index()?;
         let verified = Verified {
+            verified_from,
             next_offset,
             truncated,
             epoch_starts,
