@@ -8,7 +8,8 @@
 use crate::error::ReportError;
 use crate::html::{esc, page, verdict_badge, verdict_class};
 use crate::run_dir::{
-    display_value, read_json_opt, CONFIG_FILE, HISTORY_FILE, REPORT_FILE, RESULTS_FILE,
+    config_settings, display_value, read_json_opt, CONFIG_FILE, HISTORY_FILE, REPORT_FILE,
+    RESULTS_FILE,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -99,13 +100,11 @@ impl RunSummary {
                 parts.push(format!("{key}={v}"));
             }
         }
-        if let Some(settings) = self.config.get("settings").and_then(Value::as_object) {
-            parts.extend(
-                settings
-                    .iter()
-                    .map(|(k, v)| format!("{k}={}", display_value(Some(v)))),
-            );
-        }
+        parts.extend(
+            config_settings(&self.config)
+                .iter()
+                .map(|(k, v)| format!("{k}={v}")),
+        );
         parts.join(", ")
     }
 }

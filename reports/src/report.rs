@@ -239,8 +239,11 @@ fn settings_section(files: &RunFiles) -> String {
         }
     }
     if let Some(obj) = files.config.as_object() {
-        let skip =
-            |k: &str| KNOWN.iter().any(|(key, _)| *key == k) || k == "settings" || k == "command";
+        // `sets` is RunConfig's name for the settings; the schedule is summarised below.
+        let skip = |k: &str| {
+            KNOWN.iter().any(|(key, _)| *key == k)
+                || ["settings", "sets", "command", "schedule"].contains(&k)
+        };
         for (key, v) in obj.iter().filter(|(k, _)| !skip(k)) {
             let mut text = display_value(Some(v));
             if text.len() > 300 {
@@ -272,7 +275,19 @@ fn settings_section(files: &RunFiles) -> String {
         }
         out.push_str("</table>");
     }
-    let command = command_line(files.config.get("command"));
+    if let Some(steps) = files.config.get("schedule").and_then(Value::as_array) {
+        let _ = write!(
+            out,
+            "<p>Fault schedule: {} steps (in config.json; the Faults section shows when \
+             each fault was in effect).</p>",
+            steps.len()
+        );
+    }
+    // The harness's `--replay` repeats any stored run, so it is the fallback command.
+    let mut command = command_line(files.config.get("command"));
+    if command.is_empty() && !files.config.is_null() {
+        command = format!("tidewater run --replay {}", files.dir.display());
+    }
     if !command.is_empty() {
         let _ = write!(
             out,

@@ -118,23 +118,36 @@ impl RunFiles {
         }
     }
 
-    /// The broker/topic settings of `config.settings`, as display text.
+    /// The broker/topic settings, as display text (see [`config_settings`]).
     pub fn settings(&self) -> BTreeMap<String, String> {
-        match self.config.get("settings").and_then(Value::as_object) {
-            Some(m) => m
-                .iter()
-                .map(|(k, v)| (k.clone(), display_value(Some(v))))
-                .collect(),
-            None => BTreeMap::new(),
-        }
+        config_settings(&self.config)
     }
 }
 
-/// A JSON value as short display text: strings without quotes, others as compact JSON.
+/// The broker/topic settings of a config: `settings`, or `sets` as the harness's `RunConfig`
+/// names them (`--set key=value`).
+pub fn config_settings(config: &Value) -> BTreeMap<String, String> {
+    let map = config.get("settings").or_else(|| config.get("sets"));
+    match map.and_then(Value::as_object) {
+        Some(m) => m
+            .iter()
+            .map(|(k, v)| (k.clone(), display_value(Some(v))))
+            .collect(),
+        None => BTreeMap::new(),
+    }
+}
+
+/// A JSON value as short display text: strings without quotes, lists of plain values joined
+/// with commas (`["kill","pause"]` is `kill,pause`), others as compact JSON.
 pub fn display_value(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) if items.iter().all(|i| !i.is_object() && !i.is_array()) => items
+            .iter()
+            .map(|i| display_value(Some(i)))
+            .collect::<Vec<_>>()
+            .join(","),
         Some(other) => other.to_string(),
     }
 }

@@ -294,3 +294,32 @@ fn matrix_page_and_junit_follow_the_expectations() {
     assert_eq!(summary.exit_code(), 0);
     assert!(junit_xml(&summary).contains("failures=\"0\" errors=\"0\""));
 }
+
+#[test]
+fn report_reads_the_harness_run_config_shape() {
+    // RunConfig writes `sets`, a list for `nemesis`, a `schedule` and no `command`.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("queue/20261130T230000Z");
+    fixture_run(&dir, "c", true);
+    common::write_json(
+        &dir.join("config.json"),
+        &serde_json::json!({
+            "name": "queue", "seed": 7, "time_limit_s": 30, "nodes": 3,
+            "nemesis": ["kill", "partition"], "acks": "1",
+            "sets": {"unclean.leader.election.enable": "true"},
+            "schedule": [{"at_s": 1.0, "fault": "kill"}, {"at_s": 5.0, "fault": "heal"}]
+        }),
+    );
+    let html = std::fs::read_to_string(render_run(&dir).unwrap()).unwrap();
+    assert!(html.contains(
+        "<td><code>unclean.leader.election.enable</code></td><td><code>true</code></td>"
+    ));
+    assert!(html.contains("<code>kill,partition</code>"));
+    assert!(html.contains("Fault schedule: 2 steps"));
+    assert!(html.contains(&format!(
+        "<pre id=\"reproduce\">tidewater run --replay {}</pre>",
+        dir.display()
+    )));
+    let index = std::fs::read_to_string(render_index(tmp.path()).unwrap()).unwrap();
+    assert!(index.contains("acks=1, nemesis=kill,partition, unclean.leader.election.enable=true"));
+}
