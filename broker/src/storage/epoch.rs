@@ -59,6 +59,14 @@ impl LeaderEpochCache {
         Ok(LeaderEpochCache { path, entries })
     }
 
+    /// An empty cache that will be saved in `dir`.
+    pub(crate) fn empty(dir: &Path) -> LeaderEpochCache {
+        LeaderEpochCache {
+            path: dir.join(LEADER_EPOCH_CHECKPOINT),
+            entries: Vec::new(),
+        }
+    }
+
     /// All entries, oldest first.
     pub fn entries(&self) -> &[EpochEntry] {
         &self.entries

@@ -57,12 +57,21 @@ impl Log {
     pub fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         fs::create_dir_all(dir)?;
         let bases = scan_dir(dir)?;
-        let mut epochs = LeaderEpochCache::load(dir)?;
+        let (mut epochs, epochs_trusted) = load_epochs(dir);
         let loaded_epochs = epochs.entries().to_vec();
         let checkpointed_start =
             checkpoint::read_offset(&dir.join(LOG_START_OFFSET_CHECKPOINT))?.unwrap_or(0);
+        // Without a trustworthy epoch checkpoint every segment is verified, which re-learns the
+        // epochs from the batches; a damaged recovery point likewise means verifying all.
         let checkpointed_recovery =
-            checkpoint::read_offset(&dir.join(RECOVERY_POINT_CHECKPOINT))?.unwrap_or(0);
+            match checkpoint::read_offset(&dir.join(RECOVERY_POINT_CHECKPOINT)) {
+                Ok(offset) if epochs_trusted => offset.unwrap_or(0),
+                Ok(_) => 0,
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), "ignoring recovery point checkpoint: {e}");
+                    0
+                }
+            };
 
         let (segments, log_end_offset) = if bases.is_empty() {
             let segment = Segment::create(dir, checkpointed_start)?;
@@ -97,8 +106,7 @@ impl Log {
         }
         log.epochs.truncate_from_end(log_end_offset);
         log.epochs.truncate_from_start(log_start_offset);
-        let epoch_file_missing = !dir.join(super::epoch::LEADER_EPOCH_CHECKPOINT).exists();
-        if log.epochs.entries() != loaded_epochs.as_slice() || epoch_file_missing {
+        if log.epochs.entries() != loaded_epochs.as_slice() || !epochs_trusted {
             log.epochs.save()?;
         }
         Ok(log)
@@ -585,6 +593,19 @@ impl Log {
             self.recovery_point,
         )?;
         Ok(())
+    }
+}
+
+/// Loads the leader-epoch checkpoint; the flag says whether it existed and was readable. A
+/// missing or damaged one starts empty (recovery then re-learns the epochs from the batches).
+fn load_epochs(dir: &Path) -> (LeaderEpochCache, bool) {
+    let exists = dir.join(super::epoch::LEADER_EPOCH_CHECKPOINT).exists();
+    match LeaderEpochCache::load(dir) {
+        Ok(cache) => (cache, exists),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), "ignoring leader-epoch checkpoint: {e}");
+            (LeaderEpochCache::empty(dir), false)
+        }
     }
 }
 
@@ -1282,6 +1303,30 @@ mod tests {
         let log = Log::open(dir.path(), LogConfig::default()).unwrap();
         assert_eq!(log.end_offset_for_epoch(3), Some((1, 2)));
         assert_eq!(log.end_offset_for_epoch(4), Some((4, 4)));
+    }
+
+    #[test]
+    fn damaged_epoch_checkpoint_is_rebuilt_from_all_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 10, 1);
+        fill(&mut log, 20, 2);
+        assert!(log.segment_count() > 2 && log.recovery_point > 10);
+        drop(log);
+        let path = dir
+            .path()
+            .join(crate::storage::epoch::LEADER_EPOCH_CHECKPOINT);
+        fs::write(&path, "0\n2\n1 0\n").unwrap();
+        let log = Log::open(dir.path(), small_config()).unwrap();
+        let entries: Vec<(u32, u64)> = log
+            .epochs()
+            .entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect();
+        assert_eq!(entries, vec![(1, 0), (2, 10)]);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "0\n2\n1 0\n2 10\n");
+        assert_eq!(read_all(&log), expected(0..30));
     }
 
     #[test]
