@@ -19,14 +19,16 @@ fn config() -> impl Strategy<Value = GenConfig> {
         1usize..4,
         0.0f64..0.2,
         0.0f64..0.1,
+        0u32..3,
     )
         .prop_map(
-            |(seed, ops, keys, producers, consumers, sends, info, fail)| GenConfig {
+            |(seed, ops, keys, producers, consumers, sends, info, fail, members)| GenConfig {
                 seed,
                 ops,
                 keys,
                 producers,
                 consumers,
+                group_members: members,
                 sends_per_op_max: sends,
                 poll_records_max: 6,
                 info_probability: info,
@@ -229,5 +231,49 @@ proptest! {
         for a in r.anomalies.values() {
             prop_assert!(a.count >= a.examples.len() as u64);
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Removing, from every group member's polls, a record the group later committed past is
+    /// always flagged as `group-undelivered`.
+    #[test]
+    fn a_record_committed_past_but_never_delivered_is_flagged(
+        cfg in config(),
+        members in 1u32..4,
+        pick in any::<prop::sample::Index>(),
+    ) {
+        use std::collections::BTreeSet;
+        use tidewater_workloads::history::Process;
+        let mut history = generate(GenConfig { group_members: members, ..cfg });
+        let member_processes: BTreeSet<Process> =
+            history.iter().filter(|op| op.f == "rebalance").map(|op| op.process).collect();
+        // (key, committed offset) of every ok commit past offset 0.
+        let commits: Vec<(String, u64)> = history
+            .iter()
+            .filter(|op| op.f == "commit" && op.kind == OpType::Ok)
+            .flat_map(|op| op.value.as_array().unwrap().clone())
+            .filter_map(|c| Some((c[1].as_str()?.to_string(), c[2].as_u64()?)))
+            .filter(|(_, offset)| *offset > 0)
+            .collect();
+        prop_assume!(!commits.is_empty());
+        let (key, committed) = pick.get(&commits).clone();
+        let target = committed - 1;
+        for op in history
+            .iter_mut()
+            .filter(|op| op.f == "poll" && op.kind == OpType::Ok && member_processes.contains(&op.process))
+        {
+            for m in op.value.as_array_mut().unwrap() {
+                if let Some(recs) = m.get_mut(1).and_then(|r| r.get_mut(&key)).and_then(Value::as_array_mut) {
+                    recs.retain(|r| r[0] != target);
+                }
+            }
+        }
+        let r = check(&history, &CheckSettings::default());
+        let undelivered = r.anomalies.get("group-undelivered");
+        prop_assert!(undelivered.is_some_and(|a| a.violation), "{:#?}", r.anomalies);
+        prop_assert_eq!(r.valid, Validity::Invalid);
     }
 }

@@ -1,6 +1,8 @@
 //! A generator of large, realistic and *correct* histories: concurrent producers and
 //! consumers against a correct in-memory log, with failed and indeterminate (info) sends,
-//! crashed polls, reassignments, and final reads of every key from offset 0.
+//! crashed polls, reassignments, consumer-group members (eager rebalances, commits, stale
+//! members' commits failing with `ILLEGAL_GENERATION`), and final reads of every key from
+//! offset 0.
 //!
 //! Used by the benchmark (`benches/check.rs`) and the property tests: a generated history
 //! has no anomaly, so every anomaly the checker reports on it is a checker bug, and every
@@ -27,8 +29,10 @@ pub struct GenConfig {
     pub keys: u32,
     /// Concurrent producer workers.
     pub producers: u32,
-    /// Concurrent consumer workers.
+    /// Concurrent consumer workers (`assign`).
     pub consumers: u32,
+    /// Concurrent members of consumer group `g0` (`rebalance`, `commit`).
+    pub group_members: u32,
     /// At most this many sends per send op.
     pub sends_per_op_max: usize,
     /// At most this many records per key per poll.
@@ -51,6 +55,7 @@ impl Default for GenConfig {
             keys: 8,
             producers: 10,
             consumers: 10,
+            group_members: 0,
             sends_per_op_max: 3,
             poll_records_max: 10,
             info_probability: 0.01,
@@ -70,11 +75,24 @@ enum Pending {
     Send(Vec<(u32, i64)>),
     Poll,
     Assign(Vec<u32>),
+    Rebalance,
+    Commit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Producer,
+    Consumer,
+    Member,
 }
 
 #[derive(Debug)]
 struct Worker {
-    producer: bool,
+    role: Role,
+    /// Member only: the generation it joined, if it is a member at all.
+    generation: Option<u64>,
+    /// Member only: its index among the group's members (decides its partitions).
+    member_index: u32,
     process: u64,
     pending: Option<Pending>,
     /// Consumer only: assigned keys and the next offset to read on each; `None` before the
@@ -96,6 +114,10 @@ pub struct Generator {
     time_ns: u64,
     out: VecDeque<Op>,
     phase: Phase,
+    /// The group's current generation; every join bumps it (eager rebalance).
+    generation: u64,
+    /// The group's committed offset per key.
+    committed: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,9 +135,18 @@ fn key_name(k: u32) -> String {
 impl Generator {
     /// A generator for `cfg`.
     pub fn new(cfg: GenConfig) -> Generator {
-        let workers = (0..cfg.producers + cfg.consumers)
+        let total = cfg.producers + cfg.consumers + cfg.group_members;
+        let workers = (0..total)
             .map(|i| Worker {
-                producer: i < cfg.producers,
+                role: if i < cfg.producers {
+                    Role::Producer
+                } else if i < cfg.producers + cfg.consumers {
+                    Role::Consumer
+                } else {
+                    Role::Member
+                },
+                generation: None,
+                member_index: i.saturating_sub(cfg.producers + cfg.consumers),
                 process: i as u64,
                 pending: None,
                 assignment: None,
@@ -124,7 +155,9 @@ impl Generator {
         Generator {
             rng: StdRng::seed_from_u64(cfg.seed),
             logs: vec![Vec::new(); cfg.keys.max(1) as usize],
-            next_process: (cfg.producers + cfg.consumers) as u64,
+            next_process: total as u64,
+            generation: 0,
+            committed: vec![0; cfg.keys.max(1) as usize],
             workers,
             next_value: 0,
             next_index: 0,
@@ -171,7 +204,10 @@ impl Generator {
     fn invoke(&mut self, w: usize) {
         let process = self.workers[w].process;
         let keys = self.logs.len() as u32;
-        if self.workers[w].producer {
+        if self.workers[w].role == Role::Member {
+            return self.invoke_member(w);
+        }
+        if self.workers[w].role == Role::Producer {
             let n = self.rng.gen_range(1..=self.cfg.sends_per_op_max.max(1));
             let sends: Vec<(u32, i64)> = (0..n)
                 .map(|_| {
@@ -203,9 +239,80 @@ impl Generator {
         }
     }
 
+    /// The keys member `index` owns in `generation`: a rotation, so ownership moves.
+    fn member_keys(&self, index: u32, generation: u64) -> Vec<u32> {
+        let members = self.cfg.group_members.max(1) as u64;
+        (0..self.logs.len() as u32)
+            .filter(|&k| (k as u64 + generation) % members == index as u64)
+            .collect()
+    }
+
+    fn invoke_member(&mut self, w: usize) {
+        let process = self.workers[w].process;
+        let joined = self.workers[w].generation;
+        if joined.is_none() || self.rng.gen_bool(self.cfg.reassign_probability) {
+            // Joining bumps the generation: every other member is now stale and rejoins.
+            self.generation += 1;
+            self.emit(process, OpType::Invoke, "rebalance", Value::Null);
+            self.workers[w].pending = Some(Pending::Rebalance);
+        } else if joined != Some(self.generation) {
+            // Stale: rejoin the current generation without starting another one.
+            self.emit(process, OpType::Invoke, "rebalance", Value::Null);
+            self.workers[w].pending = Some(Pending::Rebalance);
+        } else if self.rng.gen_bool(0.3) {
+            let value = self.commit_value(w);
+            self.emit(process, OpType::Invoke, "commit", value);
+            self.workers[w].pending = Some(Pending::Commit);
+        } else {
+            self.emit(process, OpType::Invoke, "poll", json!([["poll"]]));
+            self.workers[w].pending = Some(Pending::Poll);
+        }
+    }
+
+    fn commit_value(&self, w: usize) -> Value {
+        let positions = self.workers[w].assignment.as_ref();
+        positions
+            .into_iter()
+            .flatten()
+            .map(|(&k, &pos)| json!(["commit", key_name(k), pos]))
+            .collect()
+    }
+
+    fn complete_rebalance(&mut self, w: usize) {
+        let process = self.workers[w].process;
+        let index = self.workers[w].member_index;
+        let keys = self.member_keys(index, self.generation);
+        // Eager: all partitions revoked; positions restart from the committed offsets.
+        let positions = keys
+            .iter()
+            .map(|&k| (k, self.committed[k as usize]))
+            .collect();
+        self.workers[w].assignment = Some(positions);
+        self.workers[w].generation = Some(self.generation);
+        let assignment: Vec<String> = keys.iter().map(|&k| key_name(k)).collect();
+        let value = json!({"group": "g0", "generation": self.generation, "assignment": assignment});
+        self.emit(process, OpType::Ok, "rebalance", value);
+    }
+
+    fn complete_commit(&mut self, w: usize) {
+        let process = self.workers[w].process;
+        let value = self.commit_value(w);
+        if self.workers[w].generation != Some(self.generation) {
+            // The coordinator rejects commits from a stale generation.
+            let op = self.emit(process, OpType::Fail, "commit", value);
+            op.error = Some("ILLEGAL_GENERATION".into());
+            return;
+        }
+        for (&k, &pos) in self.workers[w].assignment.iter().flatten() {
+            self.committed[k as usize] = pos;
+        }
+        self.emit(process, OpType::Ok, "commit", value);
+    }
+
     fn retire(&mut self, w: usize) {
         self.workers[w].process = self.next_process;
         self.workers[w].assignment = None;
+        self.workers[w].generation = None;
         self.next_process += 1;
     }
 
@@ -258,6 +365,8 @@ impl Generator {
                 let value = keys.iter().map(|k| json!(key_name(*k))).collect();
                 self.emit(process, OpType::Ok, "assign", Value::Array(value));
             }
+            Pending::Rebalance => self.complete_rebalance(w),
+            Pending::Commit => self.complete_commit(w),
             Pending::Poll => {
                 if self.rng.gen_bool(self.cfg.info_probability) {
                     let op = self.emit(process, OpType::Info, "poll", json!([["poll"]]));
@@ -378,5 +487,27 @@ mod tests {
         assert!(a
             .iter()
             .any(|op| op.r#final && op.f == "poll" && op.kind == OpType::Ok));
+    }
+
+    #[test]
+    fn group_members_rebalance_commit_and_stay_correct() {
+        let cfg = GenConfig {
+            ops: 3000,
+            seed: 11,
+            group_members: 3,
+            ..Default::default()
+        };
+        let ops = generate(cfg);
+        let count =
+            |f: &str, kind: OpType| ops.iter().filter(|o| o.f == f && o.kind == kind).count();
+        assert!(count("rebalance", OpType::Ok) >= 3);
+        assert!(count("commit", OpType::Ok) > 10);
+        let committed_far = ops.iter().any(|o| {
+            o.f == "commit" && o.kind == OpType::Ok && o.value[0][2].as_u64().is_some_and(|c| c > 5)
+        });
+        assert!(committed_far, "commits must move forward");
+        let r = crate::checker::check(&ops, &crate::checker::CheckSettings::default());
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        assert_eq!(r.stats["groups"], 1);
     }
 }

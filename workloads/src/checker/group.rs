@@ -4,7 +4,8 @@
 //! Format (see `docs/history.md`, "Consumer groups"):
 //! - `rebalance`: a member's join/sync completed. Ok value:
 //!   `{"group": "g0", "generation": 3, "assignment": ["t0/0", "t0/1"]}`. The process is that
-//!   generation's member; like `subscribe`, it forgets positions on keys it no longer holds.
+//!   generation's member. Rebalancing is eager: every partition is revoked and positions
+//!   restart from the committed offsets, so the process's remembered positions are forgotten.
 //! - `commit`: invoke and ok value `[["commit", key, offset], ...]` (offset = the next offset
 //!   to read, as in Kafka), for the group the process joined at its last rebalance.
 //!

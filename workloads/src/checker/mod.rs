@@ -565,7 +565,9 @@ impl Checker {
             op.index,
             &mut self.findings,
         );
-        self.order.reassign(process, &ids, true);
+        // Eager rebalancing: every partition is revoked and positions restart from the
+        // committed offsets, so nothing the process remembers carries over.
+        self.order.reassign(process, &[], true);
     }
 
     /// Marks a pending value with its outcome, keeping the unseen count.

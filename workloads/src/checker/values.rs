@@ -203,25 +203,30 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
                     "read_op": s.first_read_op, "sent_to": sent_to})),
             });
         }
+        // Delivery concerns every record in the log: acknowledged or proven by a read.
+        let in_log = s.outcome == Outcome::Ok || (s.outcome == Outcome::Info && read_any);
+        let position = if s.ack_offset != NONE {
+            s.ack_offset
+        } else {
+            s.min_offset
+        };
+        if let Some((group, max)) = committed[s.key as usize] {
+            if in_log && !s.read_group && position != NONE && position < max {
+                out.push(Instance {
+                    name: "group-undelivered",
+                    key: s.key,
+                    offset: position,
+                    value,
+                    example: ValueOrd(json!({"value": value, "offset": position, "group": group,
+                        "committed": max, "ack_op": opt(s.ack_op)})),
+                });
+            }
+        }
         if s.outcome != Outcome::Ok {
             continue;
         }
         if s.read_final {
             counts.acked_read_by_final += 1;
-        }
-        if let Some((group, max)) = committed[s.key as usize] {
-            if !s.read_group && s.ack_offset != NONE && s.ack_offset < max {
-                out.push(Instance {
-                    name: "group-undelivered",
-                    key: s.key,
-                    offset: s.ack_offset,
-                    value,
-                    example: ValueOrd(
-                        json!({"value": value, "offset": s.ack_offset, "group": group,
-                        "committed": max, "ack_op": s.ack_op}),
-                    ),
-                });
-            }
         }
         if s.read_ok {
             continue;
