@@ -192,10 +192,15 @@ impl LocalSpec {
     }
 }
 
-/// Finds the broker binary: `$TIDEWATER_BROKER_BIN`, else `tidewater-broker` next to the
-/// running executable (or one directory up, for test binaries in `target/*/deps`), else
-/// builds it with `cargo build -p tidewater-broker` in this workspace (same profile as the
-/// running executable) and returns the built path.
+/// Finds the broker binary:
+///
+/// 1. `$TIDEWATER_BROKER_BIN`, if set;
+/// 2. when running under cargo (`cargo run`, `cargo test`: `$CARGO` is set), builds it with
+///    `cargo build -p tidewater-broker` in this workspace, same profile as the running
+///    executable, so a stale binary is never used (a no-op when it is up to date);
+/// 3. `tidewater-broker` next to the running executable (or one directory up, for test
+///    binaries in `target/*/deps`), as installed side by side;
+/// 4. otherwise builds it as in 2.
 pub fn find_broker_binary() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os(BROKER_BIN_ENV) {
         let path = PathBuf::from(path);
@@ -209,6 +214,10 @@ pub fn find_broker_binary() -> Result<PathBuf> {
         };
     }
     let exe = std::env::current_exe().map_err(|e| Error::io("find the running executable", e))?;
+    let release = exe.to_string_lossy().contains("/release/");
+    if std::env::var_os("CARGO").is_some() && workspace_dir().join("Cargo.toml").is_file() {
+        return build_broker_binary(release);
+    }
     let mut dir = exe.parent();
     for _ in 0..2 {
         let Some(d) = dir else { break };
@@ -218,11 +227,17 @@ pub fn find_broker_binary() -> Result<PathBuf> {
         }
         dir = d.parent();
     }
-    build_broker_binary(exe.to_string_lossy().contains("/release/"))
+    build_broker_binary(release)
 }
 
-fn build_broker_binary(release: bool) -> Result<PathBuf> {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+/// The workspace this harness was built from.
+fn workspace_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Builds `tidewater-broker` with cargo in this workspace and returns the executable's path.
+pub fn build_broker_binary(release: bool) -> Result<PathBuf> {
+    let workspace = workspace_dir();
     let mut args = vec![
         "build",
         "-p",
