@@ -113,6 +113,14 @@ pub struct Config {
     /// `auto.create.topics.enable`: produce to an unknown topic creates it. Off by default here
     /// (Kafka's default is on) because a typo in a test would otherwise create a topic silently.
     pub auto_create_topics_enable: bool,
+    /// `replica.high.watermark.checkpoint.interval.ms`: how often replicas checkpoint their HW.
+    pub replica_high_watermark_checkpoint_interval_ms: u64,
+    /// `tidewater.unsafe.truncate.to.hw.enable`: UNSAFE, pre-KIP-101 follower truncation to the
+    /// HW instead of by leader epoch.
+    pub unsafe_truncate_to_hw_enable: bool,
+    /// `tidewater.unsafe.serve.lagging.hw.enable`: UNSAFE, pre-KIP-207 new leaders serve reads
+    /// with a HW below their epoch start instead of OFFSET_NOT_AVAILABLE.
+    pub unsafe_serve_lagging_hw_enable: bool,
 }
 
 impl Default for Config {
@@ -139,9 +147,12 @@ impl Default for Config {
             replica_fetch_wait_max_ms: 500,
             replica_fetch_max_bytes: 1_048_576,
             broker_session_timeout_ms: 9_000,
-            broker_heartbeat_interval_ms: 2_000,
+            broker_heartbeat_interval_ms: 500,
             controller_address: None,
             auto_create_topics_enable: false,
+            replica_high_watermark_checkpoint_interval_ms: 5_000,
+            unsafe_truncate_to_hw_enable: false,
+            unsafe_serve_lagging_hw_enable: false,
         }
     }
 }
@@ -186,7 +197,10 @@ pub const SETTINGS: &[Setting] = &[
     setting("replica.fetch.wait.max.ms", "500", "Long-poll bound of a follower's fetch."),
     setting("replica.fetch.max.bytes", "1048576", "Bytes a follower asks for per partition and fetch."),
     setting("broker.session.timeout.ms", "9000", "A broker that has not heartbeated for this long is fenced by the controller."),
-    setting("broker.heartbeat.interval.ms", "2000", "How often a broker heartbeats to the controller."),
+    setting("broker.heartbeat.interval.ms", "500", "How often a broker heartbeats to the controller (Kafka: 2000; 500 here so fencing and metadata changes stay prompt with short session timeouts)."),
+    setting("replica.high.watermark.checkpoint.interval.ms", "5000", "How often each replica writes its HW to `replication-offset-checkpoint` in its partition directory."),
+    setting("tidewater.unsafe.truncate.to.hw.enable", "false", "UNSAFE (pre-KIP-101): a follower truncates to its HW on restart or leader change instead of by leader epoch; can lose acknowledged records and make replicas diverge."),
+    setting("tidewater.unsafe.serve.lagging.hw.enable", "false", "UNSAFE (pre-KIP-207): a new leader whose HW is below its epoch start serves reads anyway instead of OFFSET_NOT_AVAILABLE; consumers can see the HW go back."),
     setting("controller.address", "", "Base URL of the controller (`http://HOST:PORT`); empty = a single broker without controller."),
     setting("auto.create.topics.enable", "false", "Produce to an unknown topic creates it with the defaults. Off here (Kafka: on) so a mistyped topic fails loudly in a test instead of creating a new topic."),
 ];
@@ -376,6 +390,15 @@ impl Config {
             "controller.address" => self.controller_address = optional_url(name, value)?,
             "auto.create.topics.enable" => {
                 self.auto_create_topics_enable = parse_bool(name, value)?
+            }
+            "replica.high.watermark.checkpoint.interval.ms" => {
+                self.replica_high_watermark_checkpoint_interval_ms = parse_positive(name, value)?
+            }
+            "tidewater.unsafe.truncate.to.hw.enable" => {
+                self.unsafe_truncate_to_hw_enable = parse_bool(name, value)?
+            }
+            "tidewater.unsafe.serve.lagging.hw.enable" => {
+                self.unsafe_serve_lagging_hw_enable = parse_bool(name, value)?
             }
             _ => return Err(ConfigError::Unknown(name.to_string())),
         }

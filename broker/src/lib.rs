@@ -13,13 +13,17 @@
 //! - [`partition`]: one hosted partition: log + high watermark + waiters (long polls,
 //!   delayed produces).
 //! - [`metrics`]: counters and the Prometheus text of `/metrics`.
+//! - [`controller`]: the controller role: cluster metadata, fencing, elections, AlterPartition.
+//! - [`replication`]: leaders, followers, ISR, HW and leader epochs of a broker in a cluster.
 //! - [`storage`]: the segmented, CRC-checked log of one partition and its recovery.
 
 pub mod api;
 pub mod config;
+pub mod controller;
 pub mod error;
 pub mod metrics;
 pub mod partition;
+pub mod replication;
 pub mod server;
 pub mod storage;
 pub mod topics;

@@ -67,6 +67,16 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self, catalog: &TopicCatalog) -> String {
+        self.render_with(catalog, None)
+    }
+
+    /// [`Metrics::render`] with the (leaders, under-replicated) counts of a replicated broker,
+    /// which only its replication state knows; `None` for a standalone broker (it leads all).
+    pub fn render_with(
+        &self,
+        catalog: &TopicCatalog,
+        leader_counts: Option<(usize, usize)>,
+    ) -> String {
         let mut out = String::new();
         self.render_requests(&mut out);
         let counters = [
@@ -100,7 +110,7 @@ impl Metrics {
             metric_header(&mut out, name, help, "counter");
             let _ = writeln!(out, "tidewater_{name} {}", counter.load(Ordering::Relaxed));
         }
-        render_partitions(&mut out, catalog);
+        render_partitions(&mut out, catalog, leader_counts);
         out
     }
 
@@ -136,7 +146,14 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-fn render_partitions(out: &mut String, catalog: &TopicCatalog) {
+/// Picks one offset out of a partition's offsets, for the per-partition gauges.
+type OffsetField = fn(&crate::partition::PartitionOffsets) -> u64;
+
+fn render_partitions(
+    out: &mut String,
+    catalog: &TopicCatalog,
+    leader_counts: Option<(usize, usize)>,
+) {
     let topics = catalog.list();
     let partitions: Vec<_> = topics.iter().flat_map(|t| t.partitions.iter()).collect();
     let mut leaders = 0;
@@ -147,6 +164,10 @@ fn render_partitions(out: &mut String, catalog: &TopicCatalog) {
         if isr.len() < replicas.len() {
             under_replicated += 1;
         }
+    }
+    if let Some((led, under)) = leader_counts {
+        leaders = led;
+        under_replicated = under;
     }
     let gauges = [
         (
@@ -165,7 +186,7 @@ fn render_partitions(out: &mut String, catalog: &TopicCatalog) {
         metric_header(out, name, help, "gauge");
         let _ = writeln!(out, "tidewater_{name} {value}");
     }
-    let offsets: [(&str, &str, fn(&crate::partition::PartitionOffsets) -> u64); 3] = [
+    let offsets: [(&str, &str, OffsetField); 3] = [
         (
             "log_end_offset",
             "Next offset to be written, per partition.",

@@ -175,6 +175,11 @@ impl Partition {
         self.offsets.send_replace(state.offsets());
     }
 
+    /// A receiver of offset updates (replication's delayed produce also wakes on epoch changes).
+    pub fn subscribe(&self) -> watch::Receiver<PartitionOffsets> {
+        self.offsets.subscribe()
+    }
+
     /// The latest published offsets (no lock taken).
     pub fn offsets(&self) -> PartitionOffsets {
         *self.offsets.borrow()

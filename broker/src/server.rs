@@ -37,6 +37,9 @@ pub struct Broker {
     pub topics: TopicCatalog,
     /// Request and byte counters for `/metrics`.
     pub metrics: Metrics,
+    /// The replication side (controller registration, leaders, followers), when the broker
+    /// runs in a cluster (`controller.address` set); `None` for a standalone broker.
+    pub cluster: Option<Arc<crate::replication::ReplicaManager>>,
     /// Flips to `true` when shutdown starts, so long polls end at once instead of delaying it.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -62,8 +65,12 @@ pub async fn run(
         .await
         .expect("catalog opening panicked")?;
     let (stop, stopping) = watch::channel(false);
+    let advertised_url = config.advertised_url(bound);
+    let cluster = crate::replication::ReplicationConfig::from_config(&config, &advertised_url)
+        .map(crate::replication::ReplicaManager::new);
     let broker = Arc::new(Broker {
-        advertised_url: config.advertised_url(bound),
+        advertised_url,
+        cluster,
         config,
         topics,
         metrics: Metrics::default(),
@@ -76,6 +83,7 @@ pub async fn run(
         "broker started"
     );
     let retention = tokio::spawn(retention_task(broker.clone()));
+    let replication = broker.cluster.as_ref().map(|c| c.start(broker.clone()));
     let app = crate::api::router(broker.clone());
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -84,6 +92,12 @@ pub async fn run(
         })
         .await;
     retention.abort();
+    if let Some(task) = replication {
+        task.abort();
+    }
+    if let Some(cluster) = &broker.cluster {
+        cluster.shutdown();
+    }
     flush_all(&broker);
     tracing::info!("broker stopped");
     served.map_err(ServerError::Io)
@@ -92,13 +106,19 @@ pub async fn run(
 /// The controller role's entry point. The controller (`broker/src/controller/`) plugs in here;
 /// until it does, starting with `--role controller` fails with this clear error.
 pub async fn run_controller(
-    _listener: TcpListener,
-    _config: Config,
-    _shutdown: impl Future<Output = ()> + Send + 'static,
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    Err(ServerError::NotImplemented(
-        "the controller role is not implemented yet; start with --role broker",
-    ))
+    let controller_config = crate::controller::state::ControllerConfig {
+        session_timeout_ms: config.broker_session_timeout_ms,
+        num_partitions: config.num_partitions,
+        default_replication_factor: u32::from(config.default_replication_factor),
+        unclean_leader_election_enable: config.unclean_leader_election_enable,
+    };
+    tracing::info!(address = %listener.local_addr()?, dir = %config.log_dirs[0].display(), "controller started");
+    crate::controller::run(listener, controller_config, &config.log_dirs[0], shutdown).await?;
+    Ok(())
 }
 
 /// Every `log.retention.check.interval.ms`, deletes segments past each topic's retention.

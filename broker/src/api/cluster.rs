@@ -27,12 +27,35 @@ pub struct Metadata {
     pub brokers: Vec<BrokerDescription>,
     /// Id of the controller; null without one.
     pub controller_id: Option<u32>,
+    /// URL of the controller; null without one.
+    pub controller_url: Option<String>,
     /// Every topic with its partitions' leader, epoch, replicas and ISR.
     pub topics: Vec<TopicDescription>,
 }
 
 /// `GET /v1/metadata`.
 pub async fn metadata(State(broker): State<Arc<Broker>>) -> Json<Metadata> {
+    if let Some(cluster) = &broker.cluster {
+        let metadata = cluster.metadata();
+        return Json(Metadata {
+            brokers: metadata
+                .brokers
+                .iter()
+                .filter(|b| !b.fenced)
+                .map(|b| BrokerDescription {
+                    id: b.id,
+                    url: b.address.clone(),
+                })
+                .collect(),
+            controller_id: None,
+            controller_url: Some(cluster.settings.controller_url.clone()),
+            topics: metadata
+                .topics
+                .iter()
+                .map(super::topics::describe_from_metadata)
+                .collect(),
+        });
+    }
     let id = broker.config.broker_id;
     let topics = broker
         .topics
@@ -46,6 +69,7 @@ pub async fn metadata(State(broker): State<Arc<Broker>>) -> Json<Metadata> {
             url: broker.advertised_url.clone(),
         }],
         controller_id: None,
+        controller_url: None,
         topics,
     })
 }
@@ -63,6 +87,10 @@ pub struct ReplicaStatus {
     pub log_end_offset: u64,
     /// Committed offset.
     pub high_watermark: u64,
+    /// Min log start offset over the replicas (leaders in a cluster; the log start when alone).
+    pub low_watermark: Option<u64>,
+    /// Broker id of the leader, if known.
+    pub leader: Option<u32>,
     /// First offset in the log.
     pub log_start_offset: u64,
     /// Current leader epoch.
@@ -94,16 +122,37 @@ pub async fn status(State(broker): State<Arc<Broker>>) -> Json<Status> {
     for topic in broker.topics.list() {
         for partition in &topic.partitions {
             let offsets = partition.offsets();
-            let (replica_ids, isr) = partition.replicas_and_isr();
+            let (mut replica_ids, mut isr) = partition.replicas_and_isr();
+            let (mut role, mut leader, mut low_watermark, mut leader_epoch) = (
+                "leader",
+                Some(broker.config.broker_id),
+                Some(offsets.log_start_offset),
+                offsets.leader_epoch,
+            );
+            if let Some(cluster) = &broker.cluster {
+                // In a cluster, only assigned replicas are reported, with their replication state.
+                let Some(state) = cluster.replica_status(&topic.name, partition.partition) else {
+                    continue;
+                };
+                (role, leader, low_watermark, leader_epoch) = (
+                    state.role,
+                    state.leader,
+                    state.low_watermark,
+                    state.leader_epoch,
+                );
+                (replica_ids, isr) = (state.replicas, state.isr);
+            }
             let (size_bytes, segment_count) = partition.disk_usage();
             replicas.push(ReplicaStatus {
                 topic: topic.name.clone(),
                 partition: partition.partition,
-                role: "leader",
+                role,
+                low_watermark,
+                leader,
                 log_end_offset: offsets.log_end_offset,
                 high_watermark: offsets.high_watermark,
                 log_start_offset: offsets.log_start_offset,
-                leader_epoch: offsets.leader_epoch,
+                leader_epoch,
                 replicas: replica_ids,
                 isr,
                 size_bytes,
@@ -120,7 +169,20 @@ pub async fn status(State(broker): State<Arc<Broker>>) -> Json<Status> {
 
 /// `GET /metrics`: Prometheus text format 0.0.4.
 pub async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
-    let body = broker.metrics.render(&broker.topics);
+    let leader_counts = broker.cluster.as_ref().map(|cluster| {
+        let counters = [
+            (&broker.metrics.isr_shrinks, &cluster.isr_shrinks),
+            (&broker.metrics.isr_expands, &cluster.isr_expands),
+        ];
+        for (shown, counted) in counters {
+            shown.store(
+                counted.load(std::sync::atomic::Ordering::Relaxed),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        cluster.leader_counts()
+    });
+    let body = broker.metrics.render_with(&broker.topics, leader_counts);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
 }
 

@@ -56,7 +56,7 @@ pub fn client_routes() -> Router<Arc<Broker>> {
 /// The whole application: routes, JSON errors for unknown routes and methods, body limits and
 /// request metrics.
 pub fn router(broker: Arc<Broker>) -> Router {
-    client_routes()
+    let app = client_routes()
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(ADMIN_BODY_MAX_BYTES))
@@ -64,7 +64,12 @@ pub fn router(broker: Arc<Broker>) -> Router {
             broker.clone(),
             track_requests,
         ))
-        .with_state(broker)
+        .with_state(broker.clone());
+    // Broker-to-broker routes of a cluster; outside the client metrics and body limits.
+    match &broker.cluster {
+        Some(cluster) => app.merge(crate::replication::routes::router(cluster.clone())),
+        None => app,
+    }
 }
 
 async fn unknown_route(uri: axum::http::Uri) -> ApiError {

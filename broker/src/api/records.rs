@@ -206,6 +206,30 @@ pub async fn produce(
         .iter()
         .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
         .sum();
+    if let Some(cluster) = &broker.cluster {
+        // Replicated partition: the leader path of the replication module.
+        let min_insync_replicas = topic.config.min_insync_replicas(&broker.config);
+        let acks_all = acks == Acks::All;
+        let appended = cluster
+            .produce(
+                &topic_name,
+                index,
+                records,
+                acks_all,
+                timeout_ms,
+                min_insync_replicas,
+            )
+            .await?;
+        Metrics::add(&broker.metrics.bytes_in, bytes_in);
+        Metrics::add(&broker.metrics.messages_in, count);
+        let acked = acks != Acks::None;
+        return Ok(Json(ProduceResponse {
+            base_offset: acked.then_some(appended.base_offset),
+            offsets: acked.then(|| (appended.base_offset..=appended.last_offset).collect()),
+            high_watermark: acked.then_some(appended.high_watermark),
+            leader_epoch: appended.leader_epoch,
+        }));
+    }
     let min_insync_replicas =
         (acks == Acks::All).then(|| topic.config.min_insync_replicas(&broker.config));
     let appended = partition.append(records, min_insync_replicas)?;
@@ -326,6 +350,9 @@ pub async fn fetch(
 ) -> Result<Json<FetchResponse>, ApiError> {
     validate_topic_name(&topic)?;
     let partition = broker.topics.partition(&topic, index)?;
+    if let Some(cluster) = &broker.cluster {
+        cluster.check_consumer_read(&topic, index)?;
+    }
     let offset = non_negative_offset(query.offset)?;
     let isolation = parse_isolation(query.isolation.as_deref())?;
     let max_bytes = query.max_bytes.unwrap_or(FETCH_MAX_BYTES_DEFAULT);
@@ -383,6 +410,9 @@ pub async fn list_offsets(
 ) -> Result<Json<OffsetResponse>, ApiError> {
     validate_topic_name(&topic)?;
     let partition = broker.topics.partition(&topic, index)?;
+    if let Some(cluster) = &broker.cluster {
+        cluster.check_consumer_read(&topic, index)?;
+    }
     let offsets = partition.offsets();
     let offset = match query.spec.as_str() {
         "earliest" => offsets.log_start_offset,
@@ -423,7 +453,10 @@ pub async fn delete_records(
         -1 => partition.offsets().high_watermark,
         offset => non_negative_offset(offset)?,
     };
-    let low_watermark = partition.delete_records_before(offset)?;
+    let low_watermark = match &broker.cluster {
+        Some(cluster) => cluster.delete_records(&topic, index, offset)?,
+        None => partition.delete_records_before(offset)?,
+    };
     Ok(Json(DeleteRecordsResponse { low_watermark }))
 }
 

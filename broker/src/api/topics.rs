@@ -81,6 +81,31 @@ pub fn describe_topic(topic: &Topic, broker_id: u32) -> TopicDescription {
     }
 }
 
+/// Describes a topic from the cluster metadata (leader -1 while the partition is offline).
+pub fn describe_from_metadata(
+    topic: &crate::controller::protocol::TopicMetadata,
+) -> TopicDescription {
+    TopicDescription {
+        name: topic.name.clone(),
+        replication_factor: topic
+            .partitions
+            .first()
+            .map_or(0, |p| p.replicas.len() as u16),
+        configs: topic.configs.clone(),
+        partitions: topic
+            .partitions
+            .iter()
+            .map(|p| PartitionDescription {
+                partition: p.partition,
+                leader: p.leader.map_or(-1, i64::from),
+                leader_epoch: p.leader_epoch,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+            })
+            .collect(),
+    }
+}
+
 /// A config value as a string: Kafka's configs are strings, JSON numbers and booleans are
 /// accepted for convenience.
 fn config_value(name: &str, value: &Value) -> Result<String, ApiError> {
@@ -133,12 +158,59 @@ fn topic_meta(broker: &Broker, request: &CreateTopicRequest) -> Result<TopicMeta
     })
 }
 
+fn configs_as_strings(request: &CreateTopicRequest) -> Result<BTreeMap<String, String>, ApiError> {
+    request
+        .configs
+        .iter()
+        .map(|(name, value)| Ok((name.clone(), config_value(name, value)?)))
+        .collect()
+}
+
+/// A count from a create request: absent or -1 = the controller's default.
+fn positive_or_default(
+    value: Option<i64>,
+    what: &str,
+    kind: ErrorKind,
+) -> Result<Option<u32>, ApiError> {
+    match value {
+        None | Some(-1) => Ok(None),
+        Some(n) if n >= 1 && n <= i64::from(u32::MAX) => Ok(Some(n as u32)),
+        Some(n) => Err(ApiError::new(
+            kind,
+            format!("{what} must be at least 1, got {n}"),
+        )),
+    }
+}
+
 /// `POST /v1/topics` -> 201 with the description.
 pub async fn create(
     State(broker): State<Arc<Broker>>,
     ApiJson(request): ApiJson<CreateTopicRequest>,
 ) -> Result<(StatusCode, Json<TopicDescription>), ApiError> {
     validate_topic_name(&request.name)?;
+    if let Some(cluster) = &broker.cluster {
+        // The controller assigns replicas over the live brokers; the broker count check of
+        // `topic_meta` is for a single node.
+        crate::config::TopicConfig::from_map(&configs_as_strings(&request)?)
+            .map_err(|e| ApiError::new(ErrorKind::InvalidConfig, e.to_string()))?;
+        let create = crate::controller::protocol::CreateTopicRequest {
+            name: request.name.clone(),
+            partitions: positive_or_default(
+                request.partitions,
+                "partitions",
+                ErrorKind::InvalidPartitions,
+            )?,
+            replication_factor: positive_or_default(
+                request.replication_factor,
+                "replication_factor",
+                ErrorKind::InvalidReplicationFactor,
+            )?,
+            configs: configs_as_strings(&request)?,
+        };
+        let topic = cluster.create_topic(&broker, &create).await?;
+        tracing::info!(topic = %topic.name, partitions = topic.partitions.len(), "topic created by the controller");
+        return Ok((StatusCode::CREATED, Json(describe_from_metadata(&topic))));
+    }
     let meta = topic_meta(&broker, &request)?;
     let topic = broker.topics.create(&request.name, meta).await?;
     tracing::info!(topic = %topic.name, partitions = topic.partitions.len(), "topic created");
@@ -170,6 +242,13 @@ pub async fn describe(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<TopicDescription>, ApiError> {
     validate_topic_name(&name)?;
+    if let Some(cluster) = &broker.cluster {
+        let metadata = cluster.metadata();
+        let topic = metadata
+            .topic(&name)
+            .ok_or_else(|| ApiError::unknown_topic(&name, None))?;
+        return Ok(Json(describe_from_metadata(topic)));
+    }
     let topic = broker
         .topics
         .get(&name)
@@ -190,7 +269,10 @@ pub async fn delete(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<Deleted>, ApiError> {
     validate_topic_name(&name)?;
-    broker.topics.delete(&name).await?;
+    match &broker.cluster {
+        Some(cluster) => cluster.delete_topic(&broker, &name).await?,
+        None => broker.topics.delete(&name).await?,
+    }
     tracing::info!(topic = %name, "topic deleted");
     Ok(Json(Deleted { deleted: name }))
 }
