@@ -4,10 +4,11 @@
 //!
 //! The signal handler only writes the signal number to a pipe; a thread of ours reads it, tears
 //! every registered cluster down (heal, resume, stop, delete namespaces and bridge) and exits
-//! with status 128 + signal, as a shell reports a signal death.
+//! with status 128 + signal, as a shell reports a signal death. A second signal during the
+//! teardown exits at once (the run record lets `tidewater clean` finish the job).
 
 use super::Inner;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, Weak};
 
 /// Clusters to tear down on a signal. Weak, so a dropped cluster is not kept alive.
@@ -42,7 +43,15 @@ pub fn teardown_all() -> usize {
     live.len()
 }
 
+/// Signals received so far; a second one while tearing down exits at once.
+static SIGNALS_RECEIVED: AtomicUsize = AtomicUsize::new(0);
+
 extern "C" fn on_signal(sig: libc::c_int) {
+    if SIGNALS_RECEIVED.fetch_add(1, Ordering::SeqCst) > 0 {
+        // The user insists (a second Ctrl-C): leave now; `tidewater clean` removes the rest.
+        // SAFETY: _exit(2) is async-signal-safe.
+        unsafe { libc::_exit(128 + sig) };
+    }
     let fd = SIGNAL_PIPE_WRITE.load(Ordering::Relaxed);
     if fd >= 0 {
         let byte = sig as u8;
@@ -104,7 +113,10 @@ fn wait_for_signal(read_fd: libc::c_int) {
         return;
     }
     let sig = byte as i32;
-    eprintln!("tidewater: signal {sig} received: healing the network and stopping every node");
+    eprintln!(
+        "tidewater: signal {sig} received: healing the network and stopping every node \
+         (again to exit at once)"
+    );
     let n = teardown_all();
     eprintln!("tidewater: tore down {n} local cluster(s); exiting");
     std::process::exit(128 + sig);

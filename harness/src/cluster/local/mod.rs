@@ -400,14 +400,28 @@ impl Inner {
                 first_error.get_or_insert(e);
             }
         }
+        // Stop all nodes at once, so teardown takes one stop bound, not one per node.
         let timeout = Duration::from_millis(self.spec.stop_timeout_ms);
-        for node in self.procs.keys() {
-            let taken = self.proc_slot(node).map(|mut s| s.take());
-            if let Ok(Some(p)) = taken {
-                if let Err(e) = p.stop(timeout) {
-                    first_error.get_or_insert(e);
-                }
-            }
+        let procs: Vec<NodeProcess> = self
+            .procs
+            .keys()
+            .filter_map(|node| self.proc_slot(node).ok().and_then(|mut s| s.take()))
+            .collect();
+        let stopped: Vec<Result<()>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = procs
+                .into_iter()
+                .map(|p| scope.spawn(move || p.stop(timeout)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::State("a node stop panicked".into())))
+                })
+                .collect()
+        });
+        if let Some(e) = stopped.into_iter().find_map(|r| r.err()) {
+            first_error.get_or_insert(e);
         }
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Err(e) = state::remove_resources(&state, &self.spec.state_dir) {
