@@ -1374,4 +1374,126 @@ mod tests {
             Some(2)
         );
     }
+
+    mod model {
+        //! The log against a plain in-memory model, over random operation sequences.
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Append {
+                records: usize,
+                value_len: usize,
+                new_epoch: bool,
+            },
+            Truncate {
+                back: u64,
+            },
+            DeleteRecords {
+                forward: u64,
+            },
+            Retention {
+                retention_bytes: i64,
+            },
+            Reopen {
+                flush: bool,
+            },
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                6 => (1usize..5, 0usize..80, proptest::bool::weighted(0.2))
+                    .prop_map(|(records, value_len, new_epoch)| Op::Append { records, value_len, new_epoch }),
+                1 => (0u64..12).prop_map(|back| Op::Truncate { back }),
+                1 => (0u64..8).prop_map(|forward| Op::DeleteRecords { forward }),
+                1 => (0i64..600).prop_map(|retention_bytes| Op::Retention { retention_bytes }),
+                1 => any::<bool>().prop_map(|flush| Op::Reopen { flush }),
+            ]
+        }
+
+        fn config() -> LogConfig {
+            LogConfig {
+                segment_bytes: 256,
+                index_interval_bytes: 64,
+                ..LogConfig::default()
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, ..ProptestConfig::default() })]
+            #[test]
+            fn log_matches_model(ops in proptest::collection::vec(op(), 1..40)) {
+                let dir = tempfile::tempdir().unwrap();
+                let mut log = Log::open(dir.path(), config()).unwrap();
+                // Model: (offset, value, epoch) of every record, and the log start offset.
+                let mut records: Vec<(u64, Vec<u8>, u32)> = Vec::new();
+                let mut log_start = 0u64;
+                let mut epoch = 0u32;
+                for op in ops {
+                    let leo = records.last().map_or(log_start, |r| r.0 + 1);
+                    match op {
+                        Op::Append { records: n, value_len, new_epoch } => {
+                            epoch += u32::from(new_epoch);
+                            let batch: Vec<Record> = (0..n as u64)
+                                .map(|i| Record { key: None, value: vec![(leo + i) as u8; value_len], timestamp_ms: 0 })
+                                .collect();
+                            prop_assert_eq!(log.append(batch, epoch).unwrap(), (leo, leo + n as u64 - 1));
+                            records.extend((0..n as u64).map(|i| (leo + i, vec![(leo + i) as u8; value_len], epoch)));
+                        }
+                        Op::Truncate { back } => {
+                            let target = leo.saturating_sub(back).max(log_start);
+                            log.truncate_to(target).unwrap();
+                            records.retain(|r| r.0 < target);
+                        }
+                        Op::DeleteRecords { forward } => {
+                            let target = (log_start + forward).min(leo);
+                            prop_assert_eq!(log.delete_records_before(target).unwrap(), target.max(log_start));
+                            log_start = target.max(log_start);
+                        }
+                        Op::Retention { retention_bytes } => {
+                            log.set_config(LogConfig { retention_bytes, ..config() });
+                            let size_before = log.size_bytes();
+                            let bases: Vec<u64> = log.segments.keys().copied().collect();
+                            let below_start: u64 = bases
+                                .windows(2)
+                                .filter(|w| w[1] <= log_start)
+                                .map(|w| log.segments[&w[0]].size_bytes())
+                                .sum();
+                            log.apply_retention(0, leo).unwrap();
+                            log.set_config(config());
+                            prop_assert!(log.log_start_offset() >= log_start);
+                            // Size retention never goes below retention.bytes; segments below
+                            // the log start go regardless.
+                            let floor = (retention_bytes as u64).min(size_before - below_start);
+                            prop_assert!(log.size_bytes() >= floor);
+                            log_start = log.log_start_offset();
+                        }
+                        Op::Reopen { flush } => {
+                            if flush {
+                                log.flush().unwrap();
+                            }
+                            drop(log);
+                            log = Log::open(dir.path(), config()).unwrap();
+                        }
+                    }
+                    let leo = records.last().map_or(log_start, |r| r.0 + 1);
+                    let leo = leo.max(log_start);
+                    prop_assert_eq!(log.log_end_offset(), leo);
+                    prop_assert_eq!(log.log_start_offset(), log_start);
+                    let got: Vec<(u64, Vec<u8>, u32)> = log
+                        .read(log_start, usize::MAX, u64::MAX)
+                        .unwrap()
+                        .into_iter()
+                        .map(|r| (r.offset, r.value, r.leader_epoch))
+                        .collect();
+                    let want: Vec<(u64, Vec<u8>, u32)> = records.iter().filter(|r| r.0 >= log_start).cloned().collect();
+                    prop_assert_eq!(got, want);
+                    if let Some(latest) = log.latest_epoch() {
+                        prop_assert_eq!(log.end_offset_for_epoch(latest), Some((latest, leo)));
+                    }
+                }
+            }
+        }
+    }
 }
