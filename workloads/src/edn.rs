@@ -763,6 +763,17 @@ pub fn read_edn_history(text: &str, keys: &KeyMapping) -> Result<Vec<Op>, EdnErr
         .collect()
 }
 
+/// Reads a Jepsen history file (see [`read_edn_history`]).
+pub fn read_edn_file(
+    path: impl AsRef<std::path::Path>,
+    keys: &KeyMapping,
+) -> Result<Vec<Op>, EdnError> {
+    let path = path.as_ref();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| EdnError(format!("{}: {e}", path.display())))?;
+    read_edn_history(&text, keys)
+}
+
 /// Writes ops as a Jepsen history, one map per line.
 pub fn write_edn_history(
     ops: &[Op],
@@ -850,6 +861,19 @@ mod tests {
         assert_eq!(back, ops);
         // Keys became Jepsen integers: t0/3 is 3 with eight partitions per topic.
         assert!(std::str::from_utf8(&text).unwrap().contains("[:send 3 "));
+    }
+
+    #[test]
+    fn reads_files_and_names_missing_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.edn");
+        std::fs::write(&path, JEPSEN).unwrap();
+        assert_eq!(
+            read_edn_file(&path, &KeyMapping::default()).unwrap().len(),
+            7
+        );
+        let err = read_edn_file(dir.path().join("nope.edn"), &KeyMapping::default()).unwrap_err();
+        assert!(err.0.contains("nope.edn"), "{err}");
     }
 
     #[test]
