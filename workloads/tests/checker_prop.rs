@@ -35,6 +35,7 @@ fn config() -> impl Strategy<Value = GenConfig> {
                 fail_probability: fail,
                 reassign_probability: 0.05,
                 final_reads: true,
+                unclean_truncation_probability: 0.0,
             },
         )
 }
@@ -275,5 +276,53 @@ proptest! {
         let undelivered = r.anomalies.get("group-undelivered");
         prop_assert!(undelivered.is_some_and(|a| a.violation), "{:#?}", r.anomalies);
         prop_assert_eq!(r.valid, Validity::Invalid);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Unclean elections discard log tails. With unclean election enabled that is expected
+    /// (valid), yet every acknowledged value that no read returned is reported, as lost-write
+    /// or unseen, at its acknowledged offset; with the safe settings the run is invalid.
+    #[test]
+    fn unclean_elections_report_every_unread_acknowledged_write(
+        cfg in config(),
+        truncation in 0.005f64..0.05,
+    ) {
+        use std::collections::{BTreeMap, BTreeSet};
+        let cfg = GenConfig { unclean_truncation_probability: truncation, group_members: 0, ..cfg };
+        let history = generate(cfg);
+        let mut read = BTreeSet::new();
+        for op in history.iter().filter(|op| op.f == "poll" && op.kind == OpType::Ok) {
+            for m in op.micro_ops().unwrap() {
+                if let tidewater_workloads::history::MicroOp::Poll(recs) = m {
+                    read.extend(recs.values().flatten().map(|&(_, v)| v));
+                }
+            }
+        }
+        let acked_at: BTreeMap<i64, u64> = acked(&history).into_iter().map(|(_, o, v)| (v, o)).collect();
+        let unread: BTreeSet<i64> = acked_at.keys().copied().filter(|v| !read.contains(v)).collect();
+
+        let unclean = CheckSettings {
+            unclean_leader_election_enable: true,
+            acks: tidewater_workloads::checker::Acks::One,
+            examples_max: usize::MAX,
+            ..CheckSettings::default()
+        };
+        let r = check(&history, &unclean);
+        prop_assert_eq!(r.valid, Validity::Valid, "{:#?}", r.anomalies);
+        let mut reported = BTreeSet::new();
+        for name in ["lost-write", "unseen"] {
+            for e in r.anomalies.get(name).map(|a| a.examples.as_slice()).unwrap_or_default() {
+                let v = e["value"].as_i64().unwrap();
+                prop_assert_eq!(e["offset"].as_u64(), acked_at.get(&v).copied(), "{}", e);
+                reported.insert(v);
+            }
+        }
+        prop_assert_eq!(&reported, &unread);
+        if !unread.is_empty() {
+            prop_assert_eq!(check(&history, &CheckSettings::default()).valid, Validity::Invalid);
+        }
     }
 }

@@ -45,6 +45,11 @@ pub struct GenConfig {
     pub reassign_probability: f64,
     /// Emit final reads of every key at the end.
     pub final_reads: bool,
+    /// Probability, per step of the main phase, of an unclean leader election on a random
+    /// key: its last 1 to 5 records are discarded (acknowledged or not, read or not) and
+    /// later appends reuse their offsets. The history is then *not* correct: it shows what
+    /// `unclean.leader.election.enable=true` costs. A nemesis op marks each one.
+    pub unclean_truncation_probability: f64,
 }
 
 impl Default for GenConfig {
@@ -62,6 +67,7 @@ impl Default for GenConfig {
             fail_probability: 0.01,
             reassign_probability: 0.02,
             final_reads: true,
+            unclean_truncation_probability: 0.0,
         }
     }
 }
@@ -393,6 +399,35 @@ impl Generator {
         }
     }
 
+    /// Discards the tail of a random key's log, as an unclean election of a lagging replica.
+    fn unclean_election(&mut self) {
+        let k = self.rng.gen_range(0..self.logs.len());
+        let len = self.logs[k].len();
+        if len == 0 {
+            return;
+        }
+        let lost = self.rng.gen_range(1..=len.min(5));
+        self.logs[k].truncate(len - lost);
+        let value =
+            json!({"key": key_name(k as u32), "log_end_offset": len - lost, "discarded": lost});
+        self.time_ns += 1_000;
+        let op = Op {
+            index: self.next_index,
+            time: self.time_ns,
+            process: Process::Nemesis,
+            kind: OpType::Info,
+            f: "unclean-election".into(),
+            value,
+            node: None,
+            high_watermarks: None,
+            log_start_offsets: None,
+            error: None,
+            r#final: false,
+        };
+        self.next_index += 1;
+        self.out.push_back(op);
+    }
+
     /// Final reads of key `k` by a fresh process, from offset 0 to the end.
     fn final_reads(&mut self, k: u32) {
         let process = self.next_process;
@@ -430,6 +465,13 @@ impl Generator {
     fn advance(&mut self) {
         match self.phase {
             Phase::Main if self.next_index < self.cfg.ops && !self.workers.is_empty() => {
+                if self.cfg.unclean_truncation_probability > 0.0
+                    && self
+                        .rng
+                        .gen_bool(self.cfg.unclean_truncation_probability.min(1.0))
+                {
+                    self.unclean_election();
+                }
                 let w = self.rng.gen_range(0..self.workers.len());
                 self.step(w);
             }
@@ -509,5 +551,34 @@ mod tests {
         let r = crate::checker::check(&ops, &crate::checker::CheckSettings::default());
         assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
         assert_eq!(r.stats["groups"], 1);
+    }
+
+    #[test]
+    fn unclean_elections_lose_acknowledged_writes() {
+        use crate::checker::{check, Acks, CheckSettings};
+        use crate::results::Validity;
+        let cfg = GenConfig {
+            ops: 5000,
+            seed: 5,
+            unclean_truncation_probability: 0.01,
+            ..Default::default()
+        };
+        let ops = generate(cfg);
+        assert!(ops.iter().any(|o| o.f == "unclean-election"));
+        let safe = check(&ops, &CheckSettings::default());
+        assert_eq!(safe.valid, Validity::Invalid);
+        let lost = &safe.anomalies["lost-write"];
+        assert!(lost.count > 0 && lost.violation);
+        assert!(lost.examples[0]["offset"].is_u64());
+        let unclean = CheckSettings {
+            acks: Acks::One,
+            unclean_leader_election_enable: true,
+            ..Default::default()
+        };
+        let r = check(&ops, &unclean);
+        assert_eq!(r.valid, Validity::Valid, "{:?}", r.anomalies);
+        assert_eq!(r.anomalies["lost-write"].count, lost.count);
+        assert!(!r.anomalies["lost-write"].violation);
+        assert_eq!(r.stats["lost_writes_by_acks"]["1"], lost.count);
     }
 }
