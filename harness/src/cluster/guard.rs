@@ -1,18 +1,26 @@
-//! Safety net: every live local cluster of this process is torn down on SIGINT, SIGTERM or
-//! SIGHUP (after [`install_signal_handlers`]), on drop, and thereby on a panic that unwinds
-//! past its owner.
+//! Safety net: every live cluster of this process (local or ssh) is torn down on SIGINT,
+//! SIGTERM or SIGHUP (after [`install_signal_handlers`]); clusters also tear down on drop, and
+//! thereby on a panic that unwinds past their owner.
 //!
 //! The signal handler only writes the signal number to a pipe; a thread of ours reads it, tears
 //! every registered cluster down (heal, resume, stop, delete namespaces and bridge) and exits
 //! with status 128 + signal, as a shell reports a signal death. A second signal during the
 //! teardown exits at once (the run record lets `tidewater clean` finish the job).
 
-use super::Inner;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, Weak};
 
+/// Something that must be torn down when the harness is interrupted.
+pub trait Teardown: Send + Sync {
+    /// Heal, resume, stop, remove; idempotent.
+    fn teardown(&self) -> crate::cluster::Result<()>;
+
+    /// Names it in messages, e.g. `local cluster ab12`.
+    fn label(&self) -> String;
+}
+
 /// Clusters to tear down on a signal. Weak, so a dropped cluster is not kept alive.
-static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
+static LIVE: Mutex<Vec<Weak<dyn Teardown>>> = Mutex::new(Vec::new());
 
 /// The write end of the signal pipe (-1 until installed).
 static SIGNAL_PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
@@ -20,13 +28,13 @@ static SIGNAL_PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
 static INSTALL: Once = Once::new();
 
 /// Remembers a cluster for teardown on a signal.
-pub(super) fn register(cluster: Weak<Inner>) {
+pub fn register(cluster: Weak<dyn Teardown>) {
     let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
     live.retain(|w| w.strong_count() > 0);
     live.push(cluster);
 }
 
-/// Tears down every live local cluster of this process. Returns how many there were.
+/// Tears down every live cluster of this process. Returns how many there were.
 pub fn teardown_all() -> usize {
     let live: Vec<_> = {
         let live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
@@ -34,10 +42,7 @@ pub fn teardown_all() -> usize {
     };
     for cluster in &live {
         if let Err(e) = cluster.teardown() {
-            eprintln!(
-                "tidewater: teardown of run {} failed: {e}",
-                cluster.spec.run_id
-            );
+            eprintln!("tidewater: teardown of {} failed: {e}", cluster.label());
         }
     }
     live.len()
@@ -62,7 +67,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// Installs handlers for SIGINT, SIGTERM and SIGHUP that tear down every live local cluster
+/// Installs handlers for SIGINT, SIGTERM and SIGHUP that tear down every live cluster
 /// and exit with 128 + the signal number. Idempotent.
 ///
 /// A caller that wants to handle Ctrl-C itself (finish the run gracefully) need not call
@@ -118,6 +123,6 @@ fn wait_for_signal(read_fd: libc::c_int) {
          (again to exit at once)"
     );
     let n = teardown_all();
-    eprintln!("tidewater: tore down {n} local cluster(s); exiting");
+    eprintln!("tidewater: tore down {n} cluster(s); exiting");
     std::process::exit(128 + sig);
 }

@@ -5,11 +5,14 @@
 //! is a few small blocking system calls or short commands (bounded waits), so async callers run
 //! them with `tokio::task::spawn_blocking`.
 //!
-//! Backends: [`local`] (network namespaces on this machine, needs root) and [`noop`] (records
-//! calls, for tests of code that drives a cluster).
+//! Backends: [`local`] (network namespaces on this machine, needs root), [`ssh`] (hosts such
+//! as Vagrant VMs, reached with the system `ssh`) and [`noop`] (records calls, for tests of
+//! code that drives a cluster).
 
+pub mod guard;
 pub mod local;
 pub mod noop;
+pub mod ssh;
 
 use crate::net::Net;
 use std::fmt;
@@ -91,6 +94,28 @@ pub fn node_list(
         });
     }
     nodes
+}
+
+/// The settings a node's broker process gets, in order: its identity (`broker.id`), where it
+/// listens, where its data goes, where the controller is (brokers only), then the run's
+/// `settings`, which therefore win.
+pub fn node_settings(
+    node: &NodeInfo,
+    controller: &NodeInfo,
+    data_dir: &str,
+    settings: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut out = vec![];
+    if let Some(id) = node.broker_id {
+        out.push(("broker.id".to_string(), id.to_string()));
+    }
+    out.push(("listeners".to_string(), node.url()));
+    out.push(("log.dirs".to_string(), data_dir.to_string()));
+    if node.role == Role::Broker {
+        out.push(("controller.address".to_string(), controller.url()));
+    }
+    out.extend(settings.iter().cloned());
+    out
 }
 
 /// Why a cluster operation failed.

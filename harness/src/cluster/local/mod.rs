@@ -14,12 +14,13 @@
 //! (see [`state`]) so `tidewater clean` can remove it after a killed harness. Dropping the
 //! cluster tears it down; see [`guard`] for signals.
 
-pub mod guard;
+pub use crate::cluster::guard;
+
 pub mod process;
 pub mod state;
 pub mod sys;
 
-use super::{node_list, Cluster, Error, NodeInfo, Result, Role};
+use super::{node_list, Cluster, Error, NodeInfo, Result};
 use crate::net::rules::{Method, NodeShell, RuleNet};
 use crate::net::{Net, CLIENT};
 use process::NodeProcess;
@@ -334,20 +335,10 @@ impl Inner {
                     "--role".into(),
                     node.role.as_flag().into(),
                 ];
-                let mut set = |k: &str, v: String| {
+                let data = data.display().to_string();
+                for (k, v) in super::node_settings(node, &self.nodes[0], &data, settings) {
                     argv.push("--set".into());
                     argv.push(format!("{k}={v}"));
-                };
-                if let Some(id) = node.broker_id {
-                    set("broker.id", id.to_string());
-                }
-                set("listeners", node.url());
-                set("log.dirs", data.display().to_string());
-                if node.role == Role::Broker {
-                    set("controller.address", self.nodes[0].url());
-                }
-                for (k, v) in settings {
-                    set(k, v.clone());
                 }
                 argv
             }
@@ -431,6 +422,16 @@ impl Inner {
     }
 }
 
+impl guard::Teardown for Inner {
+    fn teardown(&self) -> Result<()> {
+        Inner::teardown(self)
+    }
+
+    fn label(&self) -> String {
+        format!("local cluster {}", self.spec.run_id)
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
@@ -494,7 +495,8 @@ impl LocalCluster {
         addrs.insert(CLIENT.to_string(), inner.spec.bridge_ip());
         inner.net = Some(RuleNet::new(Arc::new(shell), method, addrs)?);
         let inner = Arc::new(inner);
-        guard::register(Arc::downgrade(&inner));
+        let weak: std::sync::Weak<dyn guard::Teardown> = Arc::downgrade(&inner) as _;
+        guard::register(weak);
         Ok(LocalCluster { inner })
     }
 
