@@ -1129,10 +1129,20 @@ mod tests {
             .values()
             .map(Segment::max_timestamp_ms)
             .collect();
+        let index_lens: Vec<usize> = log.segments.values().map(Segment::index_len).collect();
         assert_eq!(timestamps.last(), Some(&Some(1029)));
         drop(log);
-        // Segment 0 is below the recovery point, so only its index file is read: damage it.
+        // Segments 0 and 1 are below the recovery point, so only their index files are read:
+        // damage one and delete the other.
         fs::write(dir.path().join(segment::index_file_name(0)), b"garbage").unwrap();
+        let bases: Vec<u64> = fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| parse_segment_name(e.unwrap().file_name().to_str().unwrap(), ".log"))
+            .collect::<std::collections::BTreeSet<u64>>()
+            .into_iter()
+            .collect();
+        fs::remove_file(dir.path().join(segment::index_file_name(bases[1]))).unwrap();
+
         let log = Log::open(dir.path(), small_config()).unwrap();
         let reopened: Vec<Option<i64>> = log
             .segments
@@ -1140,10 +1150,17 @@ mod tests {
             .map(Segment::max_timestamp_ms)
             .collect();
         assert_eq!(reopened, timestamps);
-        assert!(
-            log.segments[&0].index_len() > 0,
-            "index rebuilt from batch headers"
+        let reopened_lens: Vec<usize> = log.segments.values().map(Segment::index_len).collect();
+        assert_eq!(
+            reopened_lens, index_lens,
+            "rebuilt indexes equal the sealed ones"
         );
+        for base in &bases[..2] {
+            let len = fs::metadata(dir.path().join(segment::index_file_name(*base)))
+                .unwrap()
+                .len();
+            assert_eq!(len, 16 * log.segments[base].index_len() as u64);
+        }
         assert_eq!(read_all(&log), expected(0..30));
     }
 

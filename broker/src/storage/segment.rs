@@ -138,19 +138,22 @@ impl Segment {
     ) -> Result<Segment, LogError> {
         let mut segment = Segment::open_files(dir, base_offset)?;
         segment.size_bytes = segment.log.metadata()?.len();
+        // A sealed segment's index ends with an entry at the end of the file (empty if the
+        // segment is); anything else means the index was lost or damaged.
+        let size_bytes = segment.size_bytes;
+        let sealed = |index: &Vec<IndexEntry>| {
+            index
+                .last()
+                .map_or(size_bytes == 0, |e| u64::from(e.position) == size_bytes)
+        };
         match segment.load_index()? {
-            Some(index) => {
-                segment.index = index;
-                let from = segment.index.last().map_or(0, |e| u64::from(e.position));
-                let before = segment
-                    .index
-                    .last()
-                    .map_or(i64::MIN, |e| e.max_timestamp_before_ms);
+            Some(index) if sealed(&index) => {
                 segment.max_timestamp_ms =
-                    before.max(segment.scan_max_timestamp(from, segment.size_bytes)?);
+                    index.last().map_or(i64::MIN, |e| e.max_timestamp_before_ms);
+                segment.index = index;
             }
-            None => {
-                tracing::warn!(segment = %segment.log_path.display(), "rebuilding invalid offset index");
+            _ => {
+                tracing::warn!(segment = %segment.log_path.display(), "rebuilding offset index");
                 segment.rebuild_index_from_headers(index_interval_bytes)?;
             }
         }
@@ -525,6 +528,7 @@ impl Segment {
         let mut index = Vec::new();
         let mut max_timestamp_ms = i64::MIN;
         let mut since = 0u64;
+        let mut next_offset = self.base_offset;
         while position < self.size_bytes {
             let bytes = scanner
                 .header_at(position)
@@ -541,9 +545,18 @@ impl Segment {
             }
             since += header.total_len as u64;
             max_timestamp_ms = max_timestamp_ms.max(header.max_timestamp_ms);
+            next_offset = header.next_offset();
             position += header.total_len as u64;
         }
         drop(scanner);
+        if position > 0 {
+            // The sealing entry, as if the segment had just been rolled.
+            index.push(IndexEntry {
+                relative_offset: (next_offset - self.base_offset) as u32,
+                position: position as u32,
+                max_timestamp_before_ms: max_timestamp_ms,
+            });
+        }
         self.index = index;
         self.max_timestamp_ms = max_timestamp_ms;
         self.write_whole_index()
