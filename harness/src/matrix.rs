@@ -1,0 +1,456 @@
+//! `tidewater matrix FILE.toml`: run every combination of settings (a cell) a number of
+//! times, then compare the cells on one page and tell CI whether each cell's expectation held.
+//!
+//! The matrix file (see docs/reports.md, "Matrix files"):
+//!
+//! ```toml
+//! name = "durability"
+//! repetitions = 2
+//!
+//! [run]                 # flags shared by every run, by RunConfig's field names
+//! time_limit_s = 60
+//! plan = "leader-isolation"
+//!
+//! [axes]                # every combination becomes a cell
+//! acks = ["1", "all"]
+//! "min.insync.replicas" = [1, 2]
+//! "unclean.leader.election.enable" = [false, true]
+//!
+//! [[expect]]            # applies to every cell whose settings match `when`
+//! when = { acks = "all", "min.insync.replicas" = 2, "unclean.leader.election.enable" = false }
+//! description = "no lost acknowledged write"
+//! lost_writes_max = 0
+//! ```
+//!
+//! Axes named `acks`, `plan` or `nemesis` change the run itself ([`CellPlan::run`]); every
+//! other axis is a broker or topic setting ([`CellPlan::sets`], like `--set`). This module
+//! plans the cells and, given a function that runs one (the CLI's runner), summarises them
+//! with `tidewater_reports::matrix` and writes `matrix.html` and `junit.xml`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use tidewater_reports::matrix::{
+    junit_xml, render_matrix, summarize_matrix, CellInput, Expectation, MatrixInput, MatrixSummary,
+    RunOutcome,
+};
+use tidewater_reports::ReportError;
+
+/// Cells per matrix at most: each costs `repetitions` full runs.
+pub const CELLS_MAX: usize = 256;
+/// Repetitions per cell at most.
+pub const REPETITIONS_MAX: u32 = 100;
+/// Axes that change the run rather than the broker or topic configuration.
+pub const RUN_AXES: [&str; 3] = ["acks", "plan", "nemesis"];
+/// The JUnit file written beside `matrix.html`.
+pub const JUNIT_FILE: &str = "junit.xml";
+
+/// One `[[expect]]` rule of a matrix file.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectRule {
+    /// Settings a cell must have for the rule to apply (all of them; empty: every cell).
+    #[serde(default)]
+    pub when: BTreeMap<String, toml::Value>,
+    /// The expectation in words.
+    #[serde(default)]
+    pub description: String,
+    /// Lost acknowledged writes allowed over the cell's runs.
+    pub lost_writes_max: Option<u64>,
+    /// High-watermark regressions allowed over the cell's runs.
+    pub hw_regressions_max: Option<u64>,
+    /// Anomalies that must not occur in any run of the cell.
+    #[serde(default)]
+    pub forbidden_anomalies: Vec<String>,
+    /// Lowest share of ok sends, 0.0 to 1.0.
+    pub availability_min: Option<f64>,
+    /// Every run must be valid.
+    #[serde(default)]
+    pub all_valid: bool,
+}
+
+/// A parsed matrix file.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixFile {
+    /// The matrix's name: test names of its runs and the title of its page.
+    pub name: String,
+    /// Runs per cell.
+    #[serde(default = "one")]
+    pub repetitions: u32,
+    /// Run settings shared by every cell (RunConfig field names), passed to the runner.
+    #[serde(default)]
+    pub run: toml::Table,
+    /// Setting name -> the values to try.
+    pub axes: BTreeMap<String, Vec<toml::Value>>,
+    /// Expectations, by the cells they apply to.
+    #[serde(default)]
+    pub expect: Vec<ExpectRule>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One cell: a combination of axis values, and what its runs must show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellPlan {
+    /// `name=value` of every axis, space-separated: unique in the matrix, used as the
+    /// `matrix_cell` of its runs' config.json (the index draws a trend per cell).
+    pub label: String,
+    /// Every axis value of the cell, as text.
+    pub settings: BTreeMap<String, String>,
+    /// Overrides of run settings (`acks`, `plan`, `nemesis`), as text.
+    pub run: BTreeMap<String, String>,
+    /// Broker and topic settings (`--set key=value`).
+    pub sets: BTreeMap<String, String>,
+    /// The combined expectation of every rule that applies.
+    pub expectation: Expectation,
+}
+
+/// A TOML value as the text `--set` would take: strings bare, others as TOML writes them.
+fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl MatrixFile {
+    /// Parses and validates a matrix file's text.
+    pub fn parse(text: &str) -> Result<MatrixFile, String> {
+        let file: MatrixFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        if file.name.is_empty() || file.name.contains(['/', '\\']) || file.name.starts_with('.') {
+            return Err(format!(
+                "name {:?} must be a plain directory name",
+                file.name
+            ));
+        }
+        if !(1..=REPETITIONS_MAX).contains(&file.repetitions) {
+            return Err(format!("repetitions must be 1 to {REPETITIONS_MAX}"));
+        }
+        if let Some((axis, _)) = file.axes.iter().find(|(_, values)| values.is_empty()) {
+            return Err(format!("axis {axis:?} has no values"));
+        }
+        let cells = file
+            .axes
+            .values()
+            .try_fold(1usize, |n, v| n.checked_mul(v.len()));
+        if !matches!(cells, Some(n) if n <= CELLS_MAX) {
+            return Err(format!("more than {CELLS_MAX} cells"));
+        }
+        if let Some(values) = file.axes.get("acks") {
+            if let Some(bad) = values
+                .iter()
+                .map(value_text)
+                .find(|a| !["0", "1", "all"].contains(&a.as_str()))
+            {
+                return Err(format!("acks must be 0, 1 or all, got {bad:?}"));
+            }
+        }
+        for rule in &file.expect {
+            if let Some(axis) = rule.when.keys().find(|k| !file.axes.contains_key(*k)) {
+                return Err(format!("expect.when names {axis:?}, which is not an axis"));
+            }
+        }
+        Ok(file)
+    }
+
+    /// Reads and parses a matrix file.
+    pub fn load(path: &Path) -> Result<MatrixFile, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        MatrixFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Every cell, the last axis (by name) varying fastest.
+    pub fn cells(&self) -> Vec<CellPlan> {
+        let mut combos: Vec<BTreeMap<String, String>> = vec![BTreeMap::new()];
+        for (axis, values) in &self.axes {
+            combos = combos
+                .into_iter()
+                .flat_map(|combo| {
+                    values.iter().map(move |v| {
+                        let mut next = combo.clone();
+                        next.insert(axis.clone(), value_text(v));
+                        next
+                    })
+                })
+                .collect();
+        }
+        combos
+            .into_iter()
+            .map(|settings| self.cell(settings))
+            .collect()
+    }
+
+    fn cell(&self, settings: BTreeMap<String, String>) -> CellPlan {
+        let label = settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let (run, sets) = settings
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .partition(|(k, _)| RUN_AXES.contains(&k.as_str()));
+        let rules = self.expect.iter().filter(|rule| {
+            rule.when
+                .iter()
+                .all(|(k, v)| settings.get(k) == Some(&value_text(v)))
+        });
+        CellPlan {
+            label,
+            expectation: combine(rules),
+            settings,
+            run,
+            sets,
+        }
+    }
+}
+
+/// The strictest combination of the rules: the lowest bounds, every forbidden anomaly.
+fn combine<'a>(rules: impl Iterator<Item = &'a ExpectRule>) -> Expectation {
+    let min = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let mut e = Expectation::default();
+    let mut descriptions = Vec::new();
+    for rule in rules {
+        if !rule.description.is_empty() {
+            descriptions.push(rule.description.clone());
+        }
+        e.lost_writes_max = min(e.lost_writes_max, rule.lost_writes_max);
+        e.hw_regressions_max = min(e.hw_regressions_max, rule.hw_regressions_max);
+        for name in &rule.forbidden_anomalies {
+            if !e.forbidden_anomalies.contains(name) {
+                e.forbidden_anomalies.push(name.clone());
+            }
+        }
+        e.availability_min = match (e.availability_min, rule.availability_min) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        e.all_valid |= rule.all_valid;
+    }
+    e.description = descriptions.join("; ");
+    e
+}
+
+/// What a finished matrix produced.
+#[derive(Debug, Clone)]
+pub struct MatrixRun {
+    /// Figures and verdicts per cell.
+    pub summary: MatrixSummary,
+    /// The comparison page.
+    pub page: PathBuf,
+    /// The JUnit XML file.
+    pub junit: PathBuf,
+}
+
+impl MatrixRun {
+    /// The exit code of `tidewater matrix`: 0 every expectation held and no run errored, 1 an
+    /// expectation failed, 2 runs errored.
+    pub fn exit_code(&self) -> i32 {
+        self.summary.exit_code()
+    }
+}
+
+/// Runs every repetition of every cell with `run_one(cell, repetition)` (repetitions count
+/// from 0; the runner gives each run `config.matrix_cell = cell.label`), then writes
+/// `out_dir/matrix.html` and `out_dir/junit.xml`.
+pub fn run_matrix(
+    file: &MatrixFile,
+    out_dir: &Path,
+    mut run_one: impl FnMut(&CellPlan, u32) -> RunOutcome,
+) -> Result<MatrixRun, ReportError> {
+    let mut cells = Vec::new();
+    for plan in file.cells() {
+        let runs = (0..file.repetitions)
+            .map(|rep| run_one(&plan, rep))
+            .collect();
+        cells.push(CellInput {
+            label: plan.label.clone(),
+            settings: plan.settings.clone(),
+            expectation: plan.expectation.clone(),
+            runs,
+        });
+    }
+    let summary = summarize_matrix(&MatrixInput {
+        title: file.name.clone(),
+        cells,
+    })?;
+    let page = render_matrix(&summary, out_dir)?;
+    let junit = out_dir.join(JUNIT_FILE);
+    std::fs::write(&junit, junit_xml(&summary)).map_err(|e| ReportError::Io {
+        path: junit.clone(),
+        source: e,
+    })?;
+    Ok(MatrixRun {
+        summary,
+        page,
+        junit,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DURABILITY: &str = r#"
+        name = "durability"
+        repetitions = 2
+
+        [run]
+        time_limit_s = 30
+        plan = "leader-isolation"
+
+        [axes]
+        acks = ["1", "all"]
+        "min.insync.replicas" = [1, 2]
+
+        [[expect]]
+        when = { acks = "all", "min.insync.replicas" = 2 }
+        description = "no lost acknowledged write"
+        lost_writes_max = 0
+        forbidden_anomalies = ["lost-write"]
+
+        [[expect]]
+        description = "mostly available"
+        availability_min = 0.5
+    "#;
+
+    #[test]
+    fn axes_expand_into_cells_with_their_expectations() {
+        let file = MatrixFile::parse(DURABILITY).unwrap();
+        let cells = file.cells();
+        let labels: Vec<&str> = cells.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "acks=1 min.insync.replicas=1",
+                "acks=1 min.insync.replicas=2",
+                "acks=all min.insync.replicas=1",
+                "acks=all min.insync.replicas=2"
+            ]
+        );
+        let strict = &cells[3];
+        assert_eq!(
+            strict.run,
+            BTreeMap::from([("acks".to_string(), "all".to_string())])
+        );
+        assert_eq!(
+            strict.sets,
+            BTreeMap::from([("min.insync.replicas".to_string(), "2".to_string())])
+        );
+        assert_eq!(strict.expectation.lost_writes_max, Some(0));
+        assert_eq!(strict.expectation.forbidden_anomalies, ["lost-write"]);
+        assert_eq!(strict.expectation.availability_min, Some(0.5));
+        assert_eq!(
+            strict.expectation.description,
+            "no lost acknowledged write; mostly available"
+        );
+        assert_eq!(
+            cells[0].expectation.lost_writes_max, None,
+            "acks=1 may lose writes"
+        );
+        assert_eq!(
+            file.run.get("time_limit_s"),
+            Some(&toml::Value::Integer(30))
+        );
+    }
+
+    #[test]
+    fn bad_matrix_files_are_refused_with_the_reason() {
+        for (text, reason) in [
+            ("name = \"m\"\n[axes]\nacks = []", "no values"),
+            ("name = \"m\"\n[axes]\nacks = [\"2\"]", "acks must be"),
+            (
+                "name = \"m/x\"\n[axes]\nacks = [\"1\"]",
+                "plain directory name",
+            ),
+            (
+                "name = \"m\"\nrepetitions = 0\n[axes]\nacks = [\"1\"]",
+                "repetitions",
+            ),
+            (
+                "name = \"m\"\n[axes]\nacks = [\"1\"]\n[[expect]]\nwhen = { x = 1 }",
+                "not an axis",
+            ),
+            (
+                "name = \"m\"\n[axes]\nacks = [\"1\"]\n[[expect]]\nlost = 1",
+                "unknown field",
+            ),
+        ] {
+            let err = MatrixFile::parse(text).unwrap_err();
+            assert!(err.contains(reason), "{text}: {err}");
+        }
+    }
+
+    /// A run directory whose results say `lost` writes were lost, with one ok send.
+    fn fake_run(dir: &Path, lost: u64) -> RunOutcome {
+        std::fs::create_dir_all(dir).unwrap();
+        let results = serde_json::json!({
+            "valid": lost == 0,
+            "anomalies": {"lost-write": {"count": lost, "examples": [], "violation": lost > 0}}
+        });
+        std::fs::write(dir.join("results.json"), results.to_string()).unwrap();
+        std::fs::write(
+            dir.join("history.jsonl"),
+            "{\"index\":0,\"time\":0,\"process\":0,\"type\":\"invoke\",\"f\":\"send\",\"value\":[[\"send\",\"t0/0\",1]]}\n\
+             {\"index\":1,\"time\":5000000,\"process\":0,\"type\":\"ok\",\"f\":\"send\",\"value\":[[\"send\",\"t0/0\",[0,1]]]}\n",
+        )
+        .unwrap();
+        RunOutcome::Completed(dir.to_path_buf())
+    }
+
+    #[test]
+    fn a_lost_write_where_none_is_allowed_fails_the_matrix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = MatrixFile::parse(DURABILITY).unwrap();
+        let mut calls = Vec::new();
+        let run = run_matrix(&file, &tmp.path().join("matrix"), |cell, rep| {
+            calls.push((cell.label.clone(), rep));
+            let dir = tmp.path().join(format!("runs/{}/{rep}", calls.len()));
+            // acks=1 loses a write in its first run (allowed); the strict cell loses one too.
+            let lost = u64::from(
+                rep == 0 && (cell.run["acks"] == "1" || cell.sets["min.insync.replicas"] == "2"),
+            );
+            fake_run(&dir, lost)
+        })
+        .unwrap();
+        assert_eq!(calls.len(), 8, "4 cells x 2 repetitions");
+        let failed: Vec<&str> = run
+            .summary
+            .cells
+            .iter()
+            .filter(|c| !c.expectation_held())
+            .map(|c| c.label.as_str())
+            .collect();
+        assert_eq!(failed, ["acks=all min.insync.replicas=2"]);
+        assert_eq!(run.exit_code(), 1);
+        let junit = std::fs::read_to_string(&run.junit).unwrap();
+        assert!(
+            junit.contains("tests=\"4\" failures=\"1\" errors=\"0\""),
+            "{junit}"
+        );
+        let page = std::fs::read_to_string(&run.page).unwrap();
+        assert!(page.contains("acks=all min.insync.replicas=2"));
+
+        // Without losses but with an errored run, the exit code says "errored".
+        let run = run_matrix(&file, &tmp.path().join("matrix2"), |cell, rep| {
+            if cell.label.starts_with("acks=1 min.insync.replicas=1") && rep == 1 {
+                return RunOutcome::Errored {
+                    run_dir: None,
+                    error: "setup failed".into(),
+                };
+            }
+            fake_run(
+                &tmp.path()
+                    .join(format!("ok/{}/{rep}", cell.label.replace(' ', "_"))),
+                0,
+            )
+        })
+        .unwrap();
+        assert_eq!(run.exit_code(), 2);
+    }
+}
