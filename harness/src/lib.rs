@@ -2,6 +2,12 @@
 //! faults, records a history, checks it and stores everything about the run.
 //!
 //! # Layout
+//! - `cli`: the `tidewater` command line (clap) and what each subcommand does.
+//! - `runner`: the phases of a run (setup, main, heal, recovery, final reads, teardown, check).
+//! - `recorder`: the history writer, appending `history.jsonl` as ops happen.
+//! - `store`: run directories `store/<name>/<timestamp>/` and the `store/latest` link.
+//! - `progress`: the live progress display (a bar on a terminal, log lines otherwise).
+//! - `basic_check`: acknowledged sends missing from the final reads, plus op statistics.
 //! - `cluster`: the `Cluster` trait (start, stop, kill, pause, resume, wipe, logs) and its
 //!   backends: `local` (network namespaces and a bridge on this machine) and `noop`.
 //! - `net`: partitions as grudges (pure builders) and the iptables / `ip rule` rules applying them.
@@ -9,7 +15,13 @@
 //! - `nemesis`: fault injection: targets, fault plans (`harness/plans/`), the seeded random
 //!   schedule, and the executor that records each fault as a history op.
 
+pub mod basic_check;
 pub mod clean;
+pub mod cli;
 pub mod cluster;
 pub mod nemesis;
 pub mod net;
+pub mod progress;
+pub mod recorder;
+pub mod runner;
+pub mod store;

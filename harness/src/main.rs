@@ -1,1 +1,5 @@
-fn main() {}
+//! `tidewater`: see `tidewater --help` and `docs/running.md`.
+
+fn main() {
+    std::process::exit(tidewater::cli::main());
+}

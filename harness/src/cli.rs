@@ -1,0 +1,587 @@
+//! The `tidewater` command line: `run`, `check`, `report` and `clean`.
+//!
+//! Exit codes: 0 valid, 1 invalid, 2 unknown, 3 setup failed, 4 the cluster did not recover
+//! after heal (liveness), 5 other harness errors; clap's usage errors exit with 2 as well,
+//! with a message that names the bad flag.
+
+use crate::basic_check;
+use crate::progress::Progress;
+use crate::runner::config::RunConfig;
+use crate::runner::{self, ClusterFactory, EXIT_HARNESS, EXIT_SETUP};
+use crate::store::{self, RunDir};
+use clap::{Args, Parser, Subcommand};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+use tidewater_workloads::results::CheckResults;
+
+/// Tidewater: a Jepsen-style chaos harness for Kafka-style replicated logs.
+///
+/// `tidewater run` starts a controller and N brokers in network namespaces on this machine
+/// (needs root), runs producers and consumers against them while injecting faults (process
+/// kills, pauses, network partitions), heals, reads everything back, checks the history for
+/// lost acknowledged writes and writes a run directory under `store/`.
+#[derive(Debug, Parser)]
+#[command(name = "tidewater", version, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a chaos test and check it (e.g. `tidewater run --time-limit 30`).
+    Run(RunArgs),
+    /// Check a stored history again, without rerunning the test.
+    Check(CheckArgs),
+    /// Render a run's report.html again.
+    Report(ReportArgs),
+    /// Remove what an interrupted run left behind (namespaces, bridge, rules, processes).
+    Clean,
+}
+
+/// `tidewater run`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  tidewater run --time-limit 30
+  tidewater run --nemesis partition --nemesis-interval 5 --acks all --set min.insync.replicas=2
+  tidewater run --plan unclean-election --acks 1 --set unclean.leader.election.enable=true
+  tidewater run --replay store/latest
+
+Exit codes: 0 valid, 1 invalid, 2 unknown, 3 setup failed, 4 no recovery after heal, 5 harness error.")]
+pub struct RunArgs {
+    /// Length of the main phase (workload and faults), in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub time_limit: u64,
+    /// Number of brokers (a controller node is added).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub nodes: usize,
+    /// Faults of the random schedule: a comma-separated list of kill, pause, partition, or none.
+    #[arg(long, value_name = "KINDS", default_value = "kill,pause,partition")]
+    pub nemesis: String,
+    /// Mean time between two faults of the random schedule, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub nemesis_interval: f64,
+    /// A fault plan instead of the random schedule: the name of a plan in harness/plans/
+    /// (e.g. unclean-election, leader-isolation) or a TOML file.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub plan: Option<String>,
+    /// Seed of every random choice (default: random, printed first).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Number of concurrent client workers.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub concurrency: usize,
+    /// Client operations per second over all workers (0 = as fast as possible).
+    #[arg(long, value_name = "OPS", default_value_t = 100.0)]
+    pub rate: f64,
+    /// Producer acks: 0, 1 or all.
+    #[arg(long, value_name = "ACKS", default_value = "all", value_parser = ["0", "1", "all"])]
+    pub acks: String,
+    /// Partitions of the test topic.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub partitions: u32,
+    /// Replication factor of the test topic (at most --nodes).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub replication_factor: u32,
+    /// A broker or topic setting in Kafka's names, repeatable
+    /// (e.g. --set min.insync.replicas=2 --set unclean.leader.election.enable=true).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    pub sets: Vec<(String, String)>,
+    /// Bound on waiting for the cluster to recover after heal, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub recovery_time_limit: u64,
+    /// Bound on the final reads, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub final_time_limit: u64,
+    /// Directory of all runs.
+    #[arg(long, value_name = "DIR", default_value = "store")]
+    pub store: PathBuf,
+    /// Test name: runs go to STORE/NAME/<timestamp>/.
+    #[arg(long, value_name = "NAME", default_value = "queue")]
+    pub name: String,
+    /// The /24 subnet of the local cluster's bridge (must be unused on this host).
+    #[arg(long, value_name = "A.B.C.0/24")]
+    pub subnet: Option<String>,
+    /// Repeat a stored run: its settings, seed and fault schedule (other settings are ignored,
+    /// except --store and --plain).
+    #[arg(long, value_name = "RUN_DIR")]
+    pub replay: Option<PathBuf>,
+    /// Print plain log lines instead of a progress bar, even on a terminal.
+    #[arg(long)]
+    pub plain: bool,
+}
+
+/// `tidewater check`.
+#[derive(Debug, Args)]
+#[command(after_help = "Exit codes: 0 valid, 1 invalid, 2 unknown, 5 unreadable history.")]
+pub struct CheckArgs {
+    /// The run directory (its config.json gives the settings; results.json is rewritten).
+    #[arg(value_name = "RUN_DIR", required_unless_present = "history")]
+    pub run_dir: Option<PathBuf>,
+    /// Check this history file instead of a run directory (prints the results only).
+    #[arg(long, value_name = "FILE", conflicts_with = "run_dir")]
+    pub history: Option<PathBuf>,
+    /// Acks of the run, for a bare history (decides whether lost writes are violations).
+    #[arg(long, value_name = "ACKS", default_value = "all", value_parser = ["0", "1", "all"])]
+    pub acks: String,
+    /// Settings of the run, for a bare history (e.g. unclean.leader.election.enable=true).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    pub sets: Vec<(String, String)>,
+}
+
+/// `tidewater report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run directory.
+    #[arg(value_name = "RUN_DIR")]
+    pub run_dir: PathBuf,
+}
+
+/// Parses `key=value`.
+pub fn parse_setting(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}
+
+/// Parses `--nemesis`: `none` or a comma-separated list.
+pub fn parse_nemesis(s: &str) -> Vec<String> {
+    if s.trim() == "none" {
+        return Vec::new();
+    }
+    s.split(',')
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect()
+}
+
+impl RunArgs {
+    /// The run's config from the flags (or from the replayed run), with the seed chosen.
+    pub fn to_config(&self) -> Result<RunConfig, String> {
+        if let Some(dir) = &self.replay {
+            let mut config =
+                RunConfig::load(&RunDir::open(dir).map_err(|e| e.to_string())?.config())?;
+            config.replay_of = Some(dir.display().to_string());
+            return Ok(config);
+        }
+        let config = RunConfig {
+            name: self.name.clone(),
+            seed: self.seed.unwrap_or_else(rand::random),
+            time_limit_s: self.time_limit,
+            nodes: self.nodes,
+            nemesis: parse_nemesis(&self.nemesis),
+            nemesis_interval_s: self.nemesis_interval,
+            plan: self.plan.clone(),
+            concurrency: self.concurrency,
+            rate: self.rate,
+            acks: self.acks.clone(),
+            topic: "t0".into(),
+            partitions: self.partitions,
+            replication_factor: self.replication_factor,
+            sets: self.sets.iter().cloned().collect::<BTreeMap<_, _>>(),
+            recovery_time_limit_s: self.recovery_time_limit,
+            final_time_limit_s: self.final_time_limit,
+            schedule: serde_json::Value::Null,
+            replay_of: None,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Parses the arguments and runs the command; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => run_command(args),
+        Command::Check(args) => check_command(args),
+        Command::Report(args) => report_command(&args.run_dir),
+        Command::Clean => clean_command(),
+    }
+}
+
+/// A short id for the names the local cluster creates: 6 base-36 characters from the clock
+/// and the process id, so concurrent runs on one host do not collide.
+fn run_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut n = nanos ^ (u64::from(std::process::id()) << 40);
+    let mut id = String::new();
+    for _ in 0..6 {
+        id.push(char::from_digit((n % 36) as u32, 36).expect("digit below 36"));
+        n /= 36;
+    }
+    id
+}
+
+/// The local-cluster factory for a run.
+fn local_cluster(subnet: Option<String>) -> ClusterFactory {
+    Box::new(move |config: &RunConfig, run_dir: &RunDir| {
+        use crate::cluster::local::{find_broker_binary, LocalCluster, LocalSpec, NodeProgram};
+        let binary = find_broker_binary().map_err(|e| e.to_string())?;
+        let settings = config
+            .sets
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut spec = LocalSpec::new(
+            run_id(),
+            run_dir.path.clone(),
+            NodeProgram::Broker { binary, settings },
+        );
+        spec.brokers = config.nodes;
+        if let Some(s) = &subnet {
+            spec.subnet = LocalSpec::parse_subnet(s).map_err(|e| e.to_string())?;
+        }
+        let cluster = LocalCluster::create(spec).map_err(|e| e.to_string())?;
+        cluster.start_all().map_err(|e| e.to_string())?;
+        Ok(Arc::new(cluster) as Arc<dyn crate::cluster::Cluster>)
+    })
+}
+
+/// Sends `tracing` output to `harness.log` in the run directory.
+fn log_to(path: &Path) {
+    if let Ok(file) = std::fs::File::create(path) {
+        let _ = tracing_subscriber::fmt()
+            .with_writer(std::sync::Mutex::new(file))
+            .with_ansi(false)
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("TIDEWATER_LOG")
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .try_init();
+    }
+}
+
+fn run_command(args: RunArgs) -> i32 {
+    let mut config = match args.to_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tidewater: {e}");
+            return EXIT_SETUP;
+        }
+    };
+    let store_dir = args.store.clone();
+    let progress = Arc::new(Progress::new(args.plain));
+    // Resolve the fault schedule before anything starts, so it is printed and stored.
+    if config.schedule.is_null() {
+        match runner::faults::resolve_schedule(&config) {
+            Ok(s) => config.schedule = s,
+            Err(e) => {
+                eprintln!("tidewater: {e}");
+                return EXIT_SETUP;
+            }
+        }
+    }
+    let run_dir = match store::create_run_dir(&store_dir, &config.name, SystemTime::now()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!(
+                "tidewater: cannot create the run directory in {}: {e}",
+                store_dir.display()
+            );
+            return EXIT_HARNESS;
+        }
+    };
+    log_to(&run_dir.harness_log());
+    for line in describe(&config, &run_dir) {
+        runner::say(&progress, &line);
+    }
+    if let Err(e) = config.save(&run_dir.config()) {
+        eprintln!("tidewater: cannot write config.json: {e}");
+        return EXIT_HARNESS;
+    }
+    if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
+        eprintln!("tidewater: cannot install signal handlers: {e}");
+        return EXIT_HARNESS;
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tidewater: cannot start the async runtime: {e}");
+            return EXIT_HARNESS;
+        }
+    };
+    let factory = local_cluster(args.subnet.clone());
+    let result = runtime.block_on(runner::run(
+        config.clone(),
+        run_dir.clone(),
+        factory,
+        progress.clone(),
+    ));
+    progress.finish();
+    let reproduce = format!(
+        "reproduce: {}  (or: {})",
+        config.command_line(),
+        RunConfig::replay_command(&run_dir.path)
+    );
+    match result {
+        Ok(outcome) => {
+            print_results(&outcome.results);
+            println!("{reproduce}");
+            println!("run directory: {}", run_dir.path.display());
+            match &outcome.report {
+                Some(r) => println!("report: {}", r.display()),
+                None => println!(
+                    "report: not rendered (results: {})",
+                    run_dir.results().display()
+                ),
+            }
+            let code = outcome.exit_code();
+            if !outcome.recovered {
+                println!("liveness: the cluster did not recover after heal (exit {code})");
+            }
+            println!("verdict: {}", outcome.results.valid.as_str());
+            tracing::info!("verdict {} exit {code}", outcome.results.valid.as_str());
+            code
+        }
+        Err(e) => {
+            eprintln!("tidewater: {e}");
+            tracing::error!("{e}");
+            println!("{reproduce}");
+            println!("run directory: {}", run_dir.path.display());
+            println!("verdict: none ({e})");
+            e.exit_code()
+        }
+    }
+}
+
+/// The lines printed before a run: the seed first, then every derived parameter.
+pub fn describe(config: &RunConfig, run_dir: &RunDir) -> Vec<String> {
+    let mut lines = vec![format!("seed={}", config.seed)];
+    lines.push(format!(
+        "name={} time_limit_s={} nodes={} concurrency={} rate={} acks={} topic={} partitions={} \
+         replication_factor={} recovery_time_limit_s={} final_time_limit_s={}",
+        config.name,
+        config.time_limit_s,
+        config.nodes,
+        config.concurrency,
+        config.rate,
+        config.acks,
+        config.topic,
+        config.partitions,
+        config.replication_factor,
+        config.recovery_time_limit_s,
+        config.final_time_limit_s
+    ));
+    match &config.plan {
+        Some(p) => lines.push(format!("plan={p}")),
+        None => lines.push(format!(
+            "nemesis={} nemesis_interval_s={}",
+            if config.nemesis.is_empty() {
+                "none".to_string()
+            } else {
+                config.nemesis.join(",")
+            },
+            config.nemesis_interval_s
+        )),
+    }
+    for (k, v) in &config.sets {
+        lines.push(format!("set {k}={v}"));
+    }
+    lines.push(format!("fault schedule: {}", config.schedule));
+    if let Some(r) = &config.replay_of {
+        lines.push(format!("replaying {r}"));
+    }
+    lines.push(format!("run directory: {}", run_dir.path.display()));
+    lines.push(format!("reproduce: {}", config.command_line()));
+    lines
+}
+
+fn print_results(results: &CheckResults) {
+    for (name, a) in &results.anomalies {
+        let kind = if a.violation { "VIOLATION" } else { "reported" };
+        println!("anomaly {name}: {} ({kind}) {}", a.count, a.note);
+        for e in a.examples.iter().take(3) {
+            println!("  e.g. {e}");
+        }
+    }
+    if let Some(acked) = results.stats.get("acked_sends") {
+        println!("acknowledged sends: {acked}");
+    }
+}
+
+fn check_command(args: CheckArgs) -> i32 {
+    let (history, settings, run_dir) = match (&args.run_dir, &args.history) {
+        (Some(dir), _) => {
+            let dir = match RunDir::open(dir) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("tidewater: {e}");
+                    return EXIT_HARNESS;
+                }
+            };
+            let settings = match RunConfig::load(&dir.config()) {
+                Ok(c) => basic_check::settings_from(&c.acks, &c.sets),
+                Err(_) => {
+                    basic_check::settings_from(&args.acks, &args.sets.iter().cloned().collect())
+                }
+            };
+            (dir.history(), settings, Some(dir))
+        }
+        (None, Some(h)) => (
+            h.clone(),
+            basic_check::settings_from(&args.acks, &args.sets.iter().cloned().collect()),
+            None,
+        ),
+        (None, None) => unreachable!("clap requires RUN_DIR or --history"),
+    };
+    let file = match std::fs::File::open(&history) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("tidewater: cannot open {}: {e}", history.display());
+            return EXIT_HARNESS;
+        }
+    };
+    let results = match basic_check::check_reader(std::io::BufReader::new(file), &settings) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tidewater: {}: {e}", history.display());
+            return EXIT_HARNESS;
+        }
+    };
+    print_results(&results);
+    if let Some(dir) = run_dir {
+        let text = serde_json::to_string_pretty(&results).expect("results serialize") + "\n";
+        if let Err(e) = std::fs::write(dir.results(), text) {
+            eprintln!("tidewater: cannot write {}: {e}", dir.results().display());
+            return EXIT_HARNESS;
+        }
+        println!("results: {}", dir.results().display());
+    } else {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).expect("results serialize")
+        );
+    }
+    println!("verdict: {}", results.valid.as_str());
+    results.valid.exit_code()
+}
+
+fn report_command(run_dir: &Path) -> i32 {
+    match RunDir::open(run_dir) {
+        Ok(dir) => {
+            eprintln!(
+                "tidewater: the report renderer is not wired in yet; results are in {}",
+                dir.results().display()
+            );
+            EXIT_HARNESS
+        }
+        Err(e) => {
+            eprintln!("tidewater: {e}");
+            EXIT_HARNESS
+        }
+    }
+}
+
+fn clean_command() -> i32 {
+    eprintln!("tidewater: clean is provided by the cluster module (not wired in yet)");
+    EXIT_HARNESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_flags_become_a_config() {
+        let cli = Cli::try_parse_from([
+            "tidewater",
+            "run",
+            "--time-limit",
+            "30",
+            "--nodes",
+            "5",
+            "--nemesis",
+            "kill,partition",
+            "--seed",
+            "7",
+            "--acks",
+            "1",
+            "--set",
+            "min.insync.replicas=2",
+            "--set",
+            "unclean.leader.election.enable=true",
+            "--replication-factor",
+            "3",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("expected run")
+        };
+        let c = args.to_config().unwrap();
+        assert_eq!(c.seed, 7);
+        assert_eq!(c.time_limit_s, 30);
+        assert_eq!(c.nodes, 5);
+        assert_eq!(c.nemesis, vec!["kill", "partition"]);
+        assert_eq!(c.acks, "1");
+        assert_eq!(c.sets["unclean.leader.election.enable"], "true");
+    }
+
+    #[test]
+    fn bad_flags_are_rejected_with_a_clear_error() {
+        let err = Cli::try_parse_from(["tidewater", "run", "--acks", "2"]).unwrap_err();
+        assert!(err.to_string().contains("--acks"), "{err}");
+        let err = Cli::try_parse_from(["tidewater", "run", "--set", "novalue"]).unwrap_err();
+        assert!(err.to_string().contains("KEY=VALUE"), "{err}");
+        let err = Cli::try_parse_from(["tidewater", "run", "--frobnicate"]).unwrap_err();
+        assert!(err.to_string().contains("--frobnicate"), "{err}");
+        let cli = Cli::try_parse_from(["tidewater", "run", "--nemesis", "flood"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("expected run")
+        };
+        assert!(args.to_config().unwrap_err().contains("flood"));
+    }
+
+    #[test]
+    fn nemesis_none_means_no_faults() {
+        assert!(parse_nemesis("none").is_empty());
+        assert_eq!(parse_nemesis("kill, pause"), vec!["kill", "pause"]);
+    }
+
+    #[test]
+    fn replay_repeats_the_stored_settings_and_seed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut stored = crate::runner::config::example();
+        stored.seed = 987;
+        stored.schedule = serde_json::json!([{"at_s": 3, "action": "kill"}]);
+        stored.save(&dir.path().join("config.json")).unwrap();
+        let path = dir.path().to_str().unwrap();
+        let cli =
+            Cli::try_parse_from(["tidewater", "run", "--replay", path, "--seed", "1"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("expected run")
+        };
+        let c = args.to_config().unwrap();
+        assert_eq!(c.seed, 987);
+        assert_eq!(c.schedule, stored.schedule);
+        assert_eq!(c.replay_of.as_deref(), Some(path));
+    }
+
+    #[test]
+    fn describe_prints_the_seed_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = RunDir {
+            path: dir.path().to_path_buf(),
+        };
+        let lines = describe(&crate::runner::config::example(), &run_dir);
+        assert_eq!(lines[0], "seed=42");
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("reproduce: tidewater run")));
+    }
+}

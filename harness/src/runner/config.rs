@@ -1,0 +1,237 @@
+//! `config.json`: every setting of a run, its seed and its resolved fault schedule, so that
+//! `tidewater run --replay RUN_DIR` can repeat it and a report can show it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Topic-level settings (Kafka's topic config names): passed in the topic's `configs` as
+/// well as to every broker, so they apply whichever level the broker reads.
+pub const TOPIC_SETTINGS: &[&str] = &[
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "retention.ms",
+    "retention.bytes",
+    "segment.bytes",
+    "segment.ms",
+    "flush.messages",
+    "flush.ms",
+    "max.message.bytes",
+    "cleanup.policy",
+];
+
+/// The settings of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Test name: the store directory `store/<name>/`.
+    pub name: String,
+    /// Drives every random choice of the run.
+    pub seed: u64,
+    /// Length of the main phase (workload + faults), in seconds.
+    pub time_limit_s: u64,
+    /// Number of brokers (plus one controller node).
+    pub nodes: usize,
+    /// Fault kinds of the random schedule (`kill`, `pause`, `partition`); empty for none.
+    pub nemesis: Vec<String>,
+    /// Mean seconds between faults of the random schedule.
+    pub nemesis_interval_s: f64,
+    /// A fault plan (name of a shipped plan or a file) instead of the random schedule.
+    pub plan: Option<String>,
+    /// Worker tasks issuing ops.
+    pub concurrency: usize,
+    /// Ops per second over all workers (0 = unlimited).
+    pub rate: f64,
+    /// Producer acks: "0", "1" or "all".
+    pub acks: String,
+    /// The test topic.
+    pub topic: String,
+    /// Partitions of the test topic.
+    pub partitions: u32,
+    /// Replication factor of the test topic.
+    pub replication_factor: u32,
+    /// `--set key=value` broker/topic settings.
+    pub sets: BTreeMap<String, String>,
+    /// Bound on waiting for the cluster to answer after heal, in seconds.
+    pub recovery_time_limit_s: u64,
+    /// Bound on the final reads, in seconds.
+    pub final_time_limit_s: u64,
+    /// The resolved fault schedule (the nemesis' steps with their times), stored so a replay
+    /// repeats exactly these faults. Filled in at setup.
+    #[serde(default)]
+    pub schedule: Value,
+    /// The run directory this run replays, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
+}
+
+impl RunConfig {
+    /// The keys of the test topic: `t0/0 .. t0/{partitions-1}`.
+    pub fn keys(&self) -> Vec<String> {
+        (0..self.partitions)
+            .map(|p| format!("{}/{p}", self.topic))
+            .collect()
+    }
+
+    /// The `--set` entries that are topic-level settings.
+    pub fn topic_configs(&self) -> BTreeMap<String, String> {
+        self.sets
+            .iter()
+            .filter(|(k, _)| TOPIC_SETTINGS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Checks settings that would make the run meaningless before anything starts.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.nodes == 0 {
+            return Err("--nodes must be at least 1".into());
+        }
+        if self.replication_factor == 0 || self.replication_factor as usize > self.nodes {
+            return Err(format!(
+                "--replication-factor {} must be between 1 and --nodes {}",
+                self.replication_factor, self.nodes
+            ));
+        }
+        if self.partitions == 0 {
+            return Err("--partitions must be at least 1".into());
+        }
+        if self.concurrency == 0 {
+            return Err("--concurrency must be at least 1".into());
+        }
+        if !matches!(self.acks.as_str(), "0" | "1" | "all") {
+            return Err(format!("--acks must be 0, 1 or all, not {:?}", self.acks));
+        }
+        for kind in &self.nemesis {
+            if !matches!(kind.as_str(), "kill" | "pause" | "partition") {
+                return Err(format!(
+                    "unknown fault {kind:?} in --nemesis: use kill, pause, partition or none"
+                ));
+            }
+        }
+        if !self.nemesis.is_empty() && self.nemesis_interval_s <= 0.0 {
+            return Err("--nemesis-interval must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// The command line that repeats this run from its directory.
+    pub fn replay_command(run_dir: &Path) -> String {
+        format!("tidewater run --replay {}", run_dir.display())
+    }
+
+    /// The full command line with every setting spelled out.
+    pub fn command_line(&self) -> String {
+        let mut cmd = format!(
+            "tidewater run --name {} --seed {} --time-limit {} --nodes {} --concurrency {} \
+             --rate {} --acks {} --partitions {} --replication-factor {}",
+            self.name,
+            self.seed,
+            self.time_limit_s,
+            self.nodes,
+            self.concurrency,
+            self.rate,
+            self.acks,
+            self.partitions,
+            self.replication_factor
+        );
+        match &self.plan {
+            Some(plan) => cmd.push_str(&format!(" --plan {plan}")),
+            None if self.nemesis.is_empty() => cmd.push_str(" --nemesis none"),
+            None => cmd.push_str(&format!(
+                " --nemesis {} --nemesis-interval {}",
+                self.nemesis.join(","),
+                self.nemesis_interval_s
+            )),
+        }
+        for (k, v) in &self.sets {
+            cmd.push_str(&format!(" --set {k}={v}"));
+        }
+        cmd
+    }
+
+    /// Writes `config.json`.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(self).expect("config serializes");
+        std::fs::write(path, text + "\n")
+    }
+
+    /// Reads `config.json`.
+    pub fn load(path: &Path) -> Result<RunConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("bad {}: {e}", path.display()))
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn example() -> RunConfig {
+    RunConfig {
+        name: "queue".into(),
+        seed: 42,
+        time_limit_s: 30,
+        nodes: 3,
+        nemesis: vec!["kill".into(), "partition".into()],
+        nemesis_interval_s: 10.0,
+        plan: None,
+        concurrency: 10,
+        rate: 200.0,
+        acks: "all".into(),
+        topic: "t0".into(),
+        partitions: 3,
+        replication_factor: 3,
+        sets: BTreeMap::from([("min.insync.replicas".into(), "2".into())]),
+        recovery_time_limit_s: 60,
+        final_time_limit_s: 60,
+        schedule: Value::Null,
+        replay_of: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_round_trips_through_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        let mut c = example();
+        c.schedule = serde_json::json!([{"at_s": 5, "action": "kill", "nodes": ["n2"]}]);
+        c.save(&path).unwrap();
+        assert_eq!(RunConfig::load(&path).unwrap(), c);
+    }
+
+    #[test]
+    fn keys_topic_configs_and_command_line() {
+        let mut c = example();
+        c.sets
+            .insert("replica.lag.time.max.ms".into(), "3000".into());
+        assert_eq!(c.keys(), vec!["t0/0", "t0/1", "t0/2"]);
+        assert_eq!(
+            c.topic_configs(),
+            BTreeMap::from([("min.insync.replicas".to_string(), "2".to_string())])
+        );
+        let cmd = c.command_line();
+        assert!(cmd.contains("--seed 42"), "{cmd}");
+        assert!(
+            cmd.contains("--nemesis kill,partition --nemesis-interval 10"),
+            "{cmd}"
+        );
+        assert!(cmd.contains("--set replica.lag.time.max.ms=3000"), "{cmd}");
+    }
+
+    #[test]
+    fn validation_names_the_bad_flag() {
+        let mut c = example();
+        c.replication_factor = 4;
+        assert!(c.validate().unwrap_err().contains("--replication-factor 4"));
+        let mut c = example();
+        c.nemesis = vec!["flood".into()];
+        assert!(c.validate().unwrap_err().contains("flood"));
+        let mut c = example();
+        c.acks = "2".into();
+        assert!(c.validate().unwrap_err().contains("--acks"));
+        assert!(example().validate().is_ok());
+    }
+}

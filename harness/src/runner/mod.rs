@@ -1,0 +1,472 @@
+//! The phases of a run: setup (cluster, topic) -> main (workload + nemesis for the time
+//! limit) -> heal -> wait for recovery (bounded) -> final reads -> teardown (node logs
+//! collected) -> check -> report. One seed, stored in `config.json`, drives every random
+//! choice; the fault schedule is resolved up front and stored too, so `--replay` repeats it.
+//!
+//! # Layout
+//! - `config`: [`config::RunConfig`], the content of `config.json`.
+//! - `workload`: worker tasks running the queue workload under a rate limit.
+//! - `sampler`: `samples.jsonl`, each broker's partition status every 500 ms.
+//! - `final_reads`: reading every partition from its log start after recovery.
+//! - `faults`: the bridge to the nemesis (schedule, running it, the final heal step).
+//! - this file: [`run`], which sequences the phases and never leaves a cluster behind.
+
+pub mod config;
+pub mod faults;
+pub mod final_reads;
+pub mod sampler;
+pub mod workload;
+
+use crate::basic_check;
+use crate::cluster::Cluster;
+use crate::progress::{Progress, Snapshot};
+use crate::recorder::Recorder;
+use crate::store::RunDir;
+use config::RunConfig;
+use final_reads::KeyCoverage;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tidewater_workloads::client::{BrokerClient, ClientConfig};
+use tidewater_workloads::queue::{QueueSettings, ValueSource};
+use tidewater_workloads::results::{CheckResults, Validity};
+use tokio::time::Instant;
+use workload::{spawn_workers, RateLimiter, WorkloadContext};
+
+/// Exit code when the cluster or topic could not be set up.
+pub const EXIT_SETUP: i32 = 3;
+/// Exit code when the cluster did not recover after heal within the bound (liveness).
+pub const EXIT_LIVENESS: i32 = 4;
+/// Exit code for any other harness error (I/O, a bug).
+pub const EXIT_HARNESS: i32 = 5;
+
+/// Bound on setup: brokers registering, topic creation, first leaders.
+const SETUP_TIME_LIMIT: Duration = Duration::from_secs(60);
+/// Pause between two setup or recovery probes.
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// Bound on waiting for workers to finish their last op after the time limit: longer than
+/// the client's request timeout times its attempts.
+const WORKER_DRAIN_LIMIT: Duration = Duration::from_secs(30);
+
+/// Why a run could not produce a verdict.
+#[derive(Debug)]
+pub enum RunError {
+    /// The cluster or the topic could not be set up.
+    Setup(String),
+    /// Anything else: I/O on the run directory, a task that panicked.
+    Harness(String),
+}
+
+impl RunError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RunError::Setup(_) => EXIT_SETUP,
+            RunError::Harness(_) => EXIT_HARNESS,
+        }
+    }
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Setup(m) => write!(f, "setup failed: {m}"),
+            RunError::Harness(m) => write!(f, "harness error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+fn harness_err(context: &str) -> impl Fn(std::io::Error) -> RunError + '_ {
+    move |e| RunError::Harness(format!("{context}: {e}"))
+}
+
+/// What a finished run concluded.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// Where everything was written.
+    pub run_dir: RunDir,
+    /// The checkers' results (also in `results.json`).
+    pub results: CheckResults,
+    /// Whether the cluster answered again within the recovery bound after heal.
+    pub recovered: bool,
+    /// Final-read coverage per key.
+    pub coverage: BTreeMap<String, KeyCoverage>,
+    /// `report.html`, when the report was rendered.
+    pub report: Option<std::path::PathBuf>,
+}
+
+impl RunOutcome {
+    /// 1 when invalid (a safety violation wins), 4 when the cluster did not recover,
+    /// otherwise the verdict's code (0 valid, 2 unknown).
+    pub fn exit_code(&self) -> i32 {
+        match (self.results.valid, self.recovered) {
+            (Validity::Invalid, _) => 1,
+            (_, false) => EXIT_LIVENESS,
+            (v, true) => v.exit_code(),
+        }
+    }
+}
+
+/// Builds the cluster of a run (blocking; called on a blocking thread).
+pub type ClusterFactory =
+    Box<dyn FnOnce(&RunConfig, &RunDir) -> Result<Arc<dyn Cluster>, String> + Send>;
+
+/// Prints a line for the user and writes it to `harness.log`.
+pub fn say(progress: &Progress, line: &str) {
+    tracing::info!("{line}");
+    progress.println(line);
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, RunError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RunError::Harness(format!("blocking task failed: {e}")))
+}
+
+/// Runs every phase. `config.schedule` must already be resolved and `config.json` saved.
+/// The cluster is torn down before this returns, whatever happens after it was built.
+pub async fn run(
+    config: RunConfig,
+    run_dir: RunDir,
+    make_cluster: ClusterFactory,
+    progress: Arc<Progress>,
+) -> Result<RunOutcome, RunError> {
+    let recorder = Recorder::create(&run_dir.history()).map_err(harness_err("history.jsonl"))?;
+    progress.phase("setup", None);
+    let (c, d) = (config.clone(), run_dir.clone());
+    let cluster = blocking(move || make_cluster(&c, &d))
+        .await?
+        .map_err(RunError::Setup)?;
+    say(
+        &progress,
+        &format!("cluster up: {}", describe_nodes(&*cluster)),
+    );
+
+    let phases = run_phases(&config, &run_dir, cluster.clone(), &recorder, &progress).await;
+
+    progress.phase("teardown", None);
+    let (c, d) = (cluster.clone(), run_dir.clone());
+    let teardown = blocking(move || teardown(&*c, &d)).await?;
+    let written = recorder.close().map_err(harness_err("history.jsonl"))?;
+    say(
+        &progress,
+        &format!("history: {written} ops in {}", run_dir.history().display()),
+    );
+    if let Err(e) = teardown {
+        say(&progress, &format!("teardown: {e}"));
+    }
+    let (recovered, coverage) = phases?;
+
+    progress.phase("check", None);
+    let results = check_run(&config, &run_dir, &coverage)?;
+    std::fs::write(
+        run_dir.results(),
+        serde_json::to_string_pretty(&results).expect("results serialize") + "\n",
+    )
+    .map_err(harness_err("results.json"))?;
+    let report = render_report(&run_dir, &progress);
+    progress.finish();
+    Ok(RunOutcome {
+        run_dir,
+        results,
+        recovered,
+        coverage,
+        report,
+    })
+}
+
+fn describe_nodes(cluster: &dyn Cluster) -> String {
+    cluster
+        .nodes()
+        .iter()
+        .map(|n| format!("{}={}", n.name, n.url()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Collects every node's logs into `nodes/<node>/`, then removes the cluster.
+fn teardown(cluster: &dyn Cluster, run_dir: &RunDir) -> Result<(), String> {
+    let mut errors = Vec::new();
+    for node in cluster.node_names() {
+        if let Err(e) = cluster.collect_logs(&node, &run_dir.nodes().join(&node)) {
+            errors.push(format!("logs of {node}: {e}"));
+        }
+    }
+    if let Err(e) = cluster.teardown() {
+        errors.push(e.to_string());
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// The clients of a run: one for the brokers (the workload), one for the controller
+/// (topic creation falls back to it).
+fn clients(cluster: &dyn Cluster) -> (Arc<BrokerClient>, BrokerClient) {
+    let mut brokers = BTreeMap::new();
+    let mut controller = BTreeMap::new();
+    for n in cluster.nodes() {
+        match n.role {
+            crate::cluster::Role::Broker => brokers.insert(n.name.clone(), n.url()),
+            crate::cluster::Role::Controller => controller.insert(n.name.clone(), n.url()),
+        };
+    }
+    (
+        Arc::new(BrokerClient::new(ClientConfig::new(brokers))),
+        BrokerClient::new(ClientConfig::new(controller)),
+    )
+}
+
+async fn run_phases(
+    config: &RunConfig,
+    run_dir: &RunDir,
+    cluster: Arc<dyn Cluster>,
+    recorder: &Arc<Recorder>,
+    progress: &Arc<Progress>,
+) -> Result<(bool, BTreeMap<String, KeyCoverage>), RunError> {
+    let (client, controller) = clients(&*cluster);
+    let keys = config.keys();
+    setup_topic(&client, &controller, config)
+        .await
+        .map_err(RunError::Setup)?;
+    say(
+        progress,
+        &format!("topic {} ready: {}", config.topic, keys.join(" ")),
+    );
+    recorder.flush().map_err(harness_err("history.jsonl"))?;
+
+    // Main phase: workers, sampler, nemesis and the progress ticker run side by side.
+    let stop_workers = Arc::new(AtomicBool::new(false));
+    let stop_background = Arc::new(AtomicBool::new(false));
+    let ctx = WorkloadContext {
+        client: client.clone(),
+        settings: Arc::new(QueueSettings::new(keys.clone(), &config.acks)),
+        recorder: recorder.clone(),
+        seed: config.seed,
+        values: ValueSource::default(),
+        limiter: Arc::new(RateLimiter::new(config.rate)),
+        stop: stop_workers.clone(),
+    };
+    let sampler = tokio::spawn({
+        let (client, recorder, stop) = (client.clone(), recorder.clone(), stop_background.clone());
+        let (nodes, path) = (cluster.broker_names(), run_dir.samples());
+        async move { sampler::run(client, nodes, recorder, &path, stop).await }
+    });
+    let ticker = tokio::spawn(tick_progress(
+        progress.clone(),
+        recorder.clone(),
+        stop_background.clone(),
+    ));
+    let time_limit = Duration::from_secs(config.time_limit_s);
+    progress.phase("main", Some(time_limit));
+    let nemesis = faults::spawn(config, cluster.clone(), client.clone(), recorder.clone())
+        .map_err(RunError::Setup)?;
+    let workers = spawn_workers(&ctx, config.concurrency);
+    tokio::time::sleep(time_limit).await;
+
+    stop_workers.store(true, Ordering::Relaxed);
+    let drained = tokio::time::timeout(WORKER_DRAIN_LIMIT, futures::future::join_all(workers))
+        .await
+        .is_ok();
+    if !drained {
+        say(
+            progress,
+            "some workers did not finish their last op in time",
+        );
+    }
+    let nemesis_result = nemesis.stop().await;
+    if let Err(e) = &nemesis_result {
+        say(progress, &format!("nemesis: {e}"));
+    }
+    recorder.flush().map_err(harness_err("history.jsonl"))?;
+
+    progress.phase("heal", None);
+    let heal = {
+        let (cluster, recorder) = (cluster.clone(), recorder.clone());
+        blocking(move || faults::final_step(&*cluster, &recorder)).await?
+    };
+    if let Err(e) = heal {
+        say(progress, &format!("heal: {e}"));
+    }
+
+    let recovery_limit = Duration::from_secs(config.recovery_time_limit_s);
+    progress.phase("recovery", Some(recovery_limit));
+    let recovered = wait_for_recovery(&client, &keys, recovery_limit).await;
+    say(
+        progress,
+        &if recovered {
+            "recovered: every partition has a leader that answers".to_string()
+        } else {
+            format!(
+                "liveness: the cluster did not recover within {}s",
+                config.recovery_time_limit_s
+            )
+        },
+    );
+
+    let final_limit = Duration::from_secs(config.final_time_limit_s);
+    progress.phase("final-reads", Some(final_limit));
+    let coverage =
+        final_reads::read_all(client.clone(), recorder.clone(), &keys, final_limit).await;
+    for (key, c) in &coverage {
+        if !c.complete() {
+            say(
+                progress,
+                &format!(
+                    "final reads of {key} reached offset {} of {} within {}s",
+                    c.reached, c.target, config.final_time_limit_s
+                ),
+            );
+        }
+    }
+    stop_background.store(true, Ordering::Relaxed);
+    let _ = ticker.await;
+    match sampler.await {
+        Ok(Ok(lines)) => tracing::info!("samples: {lines} lines"),
+        Ok(Err(e)) => say(progress, &format!("samples.jsonl: {e}")),
+        Err(e) => say(progress, &format!("sampler task: {e}")),
+    }
+    recorder.flush().map_err(harness_err("history.jsonl"))?;
+    Ok((recovered, coverage))
+}
+
+async fn tick_progress(progress: Arc<Progress>, recorder: Arc<Recorder>, stop: Arc<AtomicBool>) {
+    // A bar redraws often; plain lines every few seconds keep logs readable.
+    let every = if progress.is_bar() {
+        Duration::from_millis(250)
+    } else {
+        Duration::from_secs(5)
+    };
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(every).await;
+        let (ok, fail, info) = recorder.counts().snapshot();
+        progress.update(&Snapshot {
+            ok,
+            fail,
+            info,
+            faults: recorder.faults_active(),
+        });
+    }
+}
+
+/// Creates the topic (retrying while brokers register) and waits until every partition has a
+/// leader, within [`SETUP_TIME_LIMIT`].
+async fn setup_topic(
+    client: &BrokerClient,
+    controller: &BrokerClient,
+    config: &RunConfig,
+) -> Result<(), String> {
+    let deadline = Instant::now() + SETUP_TIME_LIMIT;
+    let configs = config.topic_configs();
+    let mut last_error;
+    loop {
+        let created = match client
+            .create_topic(
+                &config.topic,
+                config.partitions,
+                config.replication_factor,
+                &configs,
+            )
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                controller
+                    .create_topic(
+                        &config.topic,
+                        config.partitions,
+                        config.replication_factor,
+                        &configs,
+                    )
+                    .await
+            }
+        };
+        match created {
+            Ok(()) => break,
+            Err(e) => last_error = format!("{}: {}", e.cause.name(), e.message),
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "could not create topic {}: {last_error}",
+                config.topic
+            ));
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+    let keys = config.keys();
+    loop {
+        match client.refresh_leaders().await {
+            Ok(parts) => {
+                let led: Vec<_> = parts.iter().filter(|p| p.leader.is_some()).collect();
+                if keys.iter().all(|k| led.iter().any(|p| &p.key == k)) {
+                    return Ok(());
+                }
+                last_error = format!("{} of {} partitions have a leader", led.len(), keys.len());
+            }
+            Err(e) => last_error = format!("metadata: {}", e.message),
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "topic {} never got leaders: {last_error}",
+                config.topic
+            ));
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+/// Waits until every key has a leader that answers a list-offsets request.
+async fn wait_for_recovery(client: &BrokerClient, keys: &[String], limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if client.refresh_leaders().await.is_ok() {
+            let answers =
+                futures::future::join_all(keys.iter().map(|k| client.list_offset(k, "latest")))
+                    .await;
+            if answers.iter().all(Result::is_ok) {
+                return true;
+            }
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+    false
+}
+
+/// Checks a run's history (streamed from disk) and adds the final-read coverage to the stats.
+pub fn check_run(
+    config: &RunConfig,
+    run_dir: &RunDir,
+    coverage: &BTreeMap<String, KeyCoverage>,
+) -> Result<CheckResults, RunError> {
+    let file = std::fs::File::open(run_dir.history()).map_err(harness_err("history.jsonl"))?;
+    let settings = basic_check::settings_from(&config.acks, &config.sets);
+    let mut results = basic_check::check_reader(std::io::BufReader::new(file), &settings)
+        .map_err(|e| RunError::Harness(format!("history.jsonl: {e}")))?;
+    if let Some(stats) = results.stats.as_object_mut() {
+        let cov: BTreeMap<&String, serde_json::Value> = coverage
+            .iter()
+            .map(|(k, c)| {
+                (
+                    k,
+                    serde_json::json!({"target": c.target, "reached": c.reached, "reads": c.reads}),
+                )
+            })
+            .collect();
+        stats.insert("final_reads_by_key".into(), serde_json::json!(cov));
+    }
+    Ok(results)
+}
+
+/// Renders `report.html` with the reports crate; a failure is printed, not fatal.
+fn render_report(run_dir: &RunDir, progress: &Progress) -> Option<std::path::PathBuf> {
+    let _ = (run_dir, progress);
+    None
+}
