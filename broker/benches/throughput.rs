@@ -1,6 +1,7 @@
 //! Throughput of the real broker binary over HTTP, measured with one reqwest client at a fixed
 //! number of requests in flight: `GET /v1/ping` (the HTTP baseline), produce of 1 and 100
-//! records of 100 bytes, and fetch of 1 MiB pages.
+//! records of 100 bytes, produce of 1 record to a topic with `flush.messages=1` (fsync per
+//! append), and fetch of 1 MiB pages.
 //!
 //! Run: `cargo bench -p tidewater-broker` (uses the release-profile binary).
 //! Knobs: `TIDEWATER_BENCH_SECS` (per scenario, default 3), `TIDEWATER_BENCH_CONCURRENCY`
@@ -52,6 +53,7 @@ fn start_broker(log_dir: &std::path::Path) -> (BrokerProcess, String) {
 enum Work {
     Ping,
     Produce {
+        topic: &'static str,
         body: String,
         records: u64,
         payload_bytes: u64,
@@ -102,12 +104,13 @@ async fn one_request(http: &reqwest::Client, url: &str, work: &Work, i: u64) -> 
             (0, 0)
         }
         Work::Produce {
+            topic,
             body,
             records,
             payload_bytes,
         } => {
             let response = http
-                .post(format!("{url}/v1/topics/bench/partitions/0/records"))
+                .post(format!("{url}/v1/topics/{topic}/partitions/0/records"))
                 .header("content-type", "application/json")
                 .body(body.clone())
                 .send()
@@ -192,12 +195,13 @@ async fn measure(
     measured
 }
 
-fn produce_body(records: usize) -> Work {
+fn produce_body(topic: &'static str, records: usize) -> Work {
     let value = "x".repeat(100);
     let batch: Vec<Value> = (0..records)
         .map(|_| json!({"key": null, "value": value}))
         .collect();
     Work::Produce {
+        topic,
         body: json!({"acks": "1", "records": batch}).to_string(),
         records: records as u64,
         payload_bytes: records as u64 * 100,
@@ -225,13 +229,19 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let (_broker, url) = start_broker(&dir.path().join("logs"));
     let http = reqwest::Client::new();
-    let created = http
-        .post(format!("{url}/v1/topics"))
-        .body(json!({"name": "bench", "partitions": 1}).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status().as_u16(), 201);
+    // `bench` has the defaults (no fsync per append); `bench-fsync` fsyncs every record.
+    for topic in [
+        json!({"name": "bench", "partitions": 1}),
+        json!({"name": "bench-fsync", "partitions": 1, "configs": {"flush.messages": "1"}}),
+    ] {
+        let created = http
+            .post(format!("{url}/v1/topics"))
+            .body(topic.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status().as_u16(), 201);
+    }
 
     println!(
         "concurrency={concurrency} seconds_per_scenario={:.1}",
@@ -243,7 +253,7 @@ async fn main() {
         measure(
             "produce 1 x 100 B",
             &url,
-            produce_body(1),
+            produce_body("bench", 1),
             concurrency,
             duration,
         )
@@ -253,7 +263,17 @@ async fn main() {
         measure(
             "produce 100 x 100 B",
             &url,
-            produce_body(100),
+            produce_body("bench", 100),
+            concurrency,
+            duration,
+        )
+        .await,
+    );
+    rows.push(
+        measure(
+            "produce 1 x 100 B fsync",
+            &url,
+            produce_body("bench-fsync", 1),
             concurrency,
             duration,
         )
@@ -267,7 +287,12 @@ async fn main() {
         .json()
         .await
         .unwrap();
-    let log_end_offset = status["replicas"][0]["log_end_offset"].as_u64().unwrap();
+    let bench = status["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["topic"] == "bench");
+    let log_end_offset = bench.unwrap()["log_end_offset"].as_u64().unwrap();
     rows.push(
         measure(
             "fetch 1 MiB pages",

@@ -687,3 +687,33 @@ async fn auto_create_topics_when_enabled() {
     let (_, described) = client.get("/v1/topics/fresh").await;
     assert_eq!(described["partitions"].as_array().unwrap().len(), 3);
 }
+
+#[tokio::test]
+async fn fsync_per_append_topic_serves_concurrent_produces() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("logs"), &[]);
+    let client = Client::new(&broker.url);
+    client
+        .create_topic("synced", 1, json!({"flush.messages": "1"}))
+        .await;
+    let mut tasks = Vec::new();
+    for producer in 0..8 {
+        let client = Client::new(&broker.url);
+        tasks.push(tokio::spawn(async move {
+            for batch in 0..5 {
+                client
+                    .produce("synced", 0, &[format!("p{producer}-{batch}")], "all")
+                    .await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let read = client.read_all("synced", 0, 0).await;
+    assert_eq!(read.len(), 40);
+    let mut values: Vec<&str> = read.iter().map(|(_, v)| v.as_str()).collect();
+    values.sort_unstable();
+    values.dedup();
+    assert_eq!(values.len(), 40, "every produce appended exactly once");
+}

@@ -105,6 +105,21 @@ pub struct ProduceResponse {
     pub leader_epoch: u32,
 }
 
+/// Runs `f` in place, telling a multi-threaded runtime first when `may_block` so it moves this
+/// worker's other tasks elsewhere (`block_in_place`). Cheap appends (one write(2)) skip the
+/// hand-off, which would cost more than the write.
+pub fn run_maybe_blocking<R>(may_block: bool, f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let multi_thread = Handle::try_current()
+        .map(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
+        .unwrap_or(false);
+    if may_block && multi_thread {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
+}
+
 /// The partition, creating its topic first when `auto.create.topics.enable` allows it.
 async fn partition_for_produce(
     broker: &Broker,
@@ -178,7 +193,8 @@ pub async fn produce(
 ) -> Result<Json<ProduceResponse>, ApiError> {
     validate_topic_name(&topic_name)?;
     let (topic, partition) = partition_for_produce(&broker, &topic_name, index).await?;
-    let max_message_bytes = topic.config.log_config(&broker.config).max_message_bytes;
+    let log_config = topic.config.log_config(&broker.config);
+    let max_message_bytes = log_config.max_message_bytes;
     let body_limit = max_message_bytes
         .saturating_mul(2)
         .saturating_add(PRODUCE_BODY_SLACK_BYTES);
@@ -232,7 +248,11 @@ pub async fn produce(
     }
     let min_insync_replicas =
         (acks == Acks::All).then(|| topic.config.min_insync_replicas(&broker.config));
-    let appended = partition.append(records, min_insync_replicas)?;
+    // A topic with `flush.messages` set may fsync inside the append, holding the partition lock
+    // for milliseconds: run it off the async worker so other requests are not stalled.
+    let may_fsync = log_config.flush_messages != u64::MAX;
+    let appended =
+        run_maybe_blocking(may_fsync, || partition.append(records, min_insync_replicas))?;
     Metrics::add(&broker.metrics.bytes_in, bytes_in);
     Metrics::add(&broker.metrics.messages_in, count);
     let mut high_watermark = appended.offsets.high_watermark;
