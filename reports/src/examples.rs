@@ -101,36 +101,75 @@ fn field_html(name: &str, v: &Value) -> String {
     format!("<code>{}</code>", short_json(v))
 }
 
-/// An example as HTML with the anchor `id`.
-pub fn example_html(id: &str, n: usize, example: &Value) -> String {
-    let mut out = format!(
-        "<div class=\"example\" id=\"{}\"><strong>example {}</strong>",
-        esc(id),
-        n + 1
+/// Fields shown first, in this order, when examples have them; the rest follow by name.
+const LEADING_FIELDS: [&str; 8] = [
+    "key", "offset", "offsets", "value", "values", "class", "acks", "process",
+];
+
+/// The columns of an examples table: every field of any example, leading fields first.
+fn columns(examples: &[Value]) -> Vec<String> {
+    let mut names: BTreeSet<&str> = BTreeSet::new();
+    for e in examples {
+        if let Some(obj) = e.as_object() {
+            names.extend(obj.keys().map(String::as_str));
+        }
+    }
+    let mut out: Vec<String> = LEADING_FIELDS
+        .iter()
+        .filter(|f| names.contains(*f))
+        .map(|f| f.to_string())
+        .collect();
+    out.extend(
+        names
+            .into_iter()
+            .filter(|n| !LEADING_FIELDS.contains(n))
+            .map(str::to_string),
     );
-    let ops = op_indexes(example);
-    if !ops.is_empty() {
-        let links: Vec<String> = ops.iter().map(|&i| op_link(i)).collect();
-        let _ = write!(out, " — ops {}", links.join(" "));
+    out
+}
+
+/// The examples of anomaly `name` as one table, a row per example with the anchor
+/// `anomaly-NAME-N` (N from 0) and a column per field; examples that are not objects get a
+/// single `example` column.
+pub fn examples_table(name: &str, examples: &[Value]) -> String {
+    if examples.is_empty() {
+        return String::new();
     }
-    match example.as_object() {
-        Some(obj) => {
-            out.push_str("<table>");
-            for (name, v) in obj {
-                let _ = write!(
-                    out,
-                    "<tr><th>{}</th><td>{}</td></tr>",
-                    esc(name),
-                    field_html(name, v)
-                );
-            }
-            out.push_str("</table>");
-        }
-        None => {
-            let _ = write!(out, "<pre>{}</pre>", short_json(example));
-        }
+    let columns = columns(examples);
+    let any_plain = examples.iter().any(|e| !e.is_object());
+    let mut out = String::from("<table class=\"examples\"><tr><th>#</th>");
+    for c in &columns {
+        let _ = write!(out, "<th>{}</th>", esc(c));
     }
-    out.push_str("</div>");
+    if any_plain {
+        out.push_str("<th>example</th>");
+    }
+    out.push_str("</tr>");
+    for (n, example) in examples.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<tr id=\"anomaly-{}-{n}\"><td>{}</td>",
+            esc(name),
+            n + 1
+        );
+        for c in &columns {
+            let cell = example
+                .get(c.as_str())
+                .map(|v| field_html(c, v))
+                .unwrap_or_default();
+            let _ = write!(out, "<td>{cell}</td>");
+        }
+        if any_plain {
+            let cell = if example.is_object() {
+                String::new()
+            } else {
+                format!("<code>{}</code>", short_json(example))
+            };
+            let _ = write!(out, "<td>{cell}</td>");
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
     out
 }
 
@@ -173,10 +212,22 @@ mod tests {
     }
 
     #[test]
-    fn example_html_links_ops_and_escapes_values() {
-        let html = example_html("anomaly-x-0", 0, &json!({"index": 5, "value": "<b>"}));
-        assert!(html.contains("<a href=\"#op-5\">#5</a>"), "{html}");
-        assert!(html.contains("&lt;b&gt;"), "{html}");
-        assert!(html.contains("id=\"anomaly-x-0\""), "{html}");
+    fn examples_table_has_a_row_per_example_and_links_ops() {
+        let examples = [
+            json!({"value": "<b>", "ack_op": 5, "key": "t0/1"}),
+            json!({"key": "t0/2", "extra": [1, 2]}),
+            json!("plain"),
+        ];
+        let html = examples_table("x", &examples);
+        // Leading fields first, then the rest by name.
+        assert!(
+            html.contains(
+                "<th>#</th><th>key</th><th>value</th><th>ack_op</th><th>extra</th><th>example</th>"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("<tr id=\"anomaly-x-0\"><td>1</td><td><code>t0/1</code></td><td><code>&lt;b&gt;</code></td><td><a href=\"#op-5\">#5</a></td><td></td><td></td></tr>"), "{html}");
+        assert!(html.contains("<tr id=\"anomaly-x-2\"><td>3</td><td></td><td></td><td></td><td></td><td><code>plain</code></td></tr>"), "{html}");
+        assert_eq!(examples_table("x", &[]), "");
     }
 }

@@ -27,7 +27,8 @@ svg { max-width: 100%; height: auto; display: block; border: 1px solid #eee; }
 .legend span.item { margin-right: 1.2em; white-space: nowrap; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; vertical-align: -0.1em; margin-right: 0.3em;
   border: 1px solid #999; }
-.example { border-left: 3px solid #c62828; padding-left: 0.8em; margin: 0.6em 0; }
+table.examples td { max-width: 28em; overflow-wrap: anywhere; }
+.anomaly { margin-bottom: 1.5em; }
 .warning { background: #fff3cd; border: 1px solid #e0c36a; padding: 0.5em 0.8em; }
 .muted { color: #777; }
 .trend a { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 2px; border-radius: 2px; }

@@ -325,13 +325,8 @@ fn anomalies_section(results: Option<&CheckResults>) -> String {
         if !a.note.is_empty() {
             let _ = write!(out, "<p>{}</p>", esc(&a.note));
         }
-        for (n, example) in a.examples.iter().take(EXAMPLES_SHOWN_MAX).enumerate() {
-            out.push_str(&examples::example_html(
-                &format!("anomaly-{name}-{n}"),
-                n,
-                example,
-            ));
-        }
+        let shown = &a.examples[..a.examples.len().min(EXAMPLES_SHOWN_MAX)];
+        out.push_str(&examples::examples_table(name, shown));
         if a.examples.len() > EXAMPLES_SHOWN_MAX {
             let _ = write!(
                 out,

@@ -1,0 +1,75 @@
+//! The report of a history checked by the real checkers: every anomaly the checkers found
+//! is shown with its examples, and every op an example names is listed with its history line.
+//! This keeps the report in step with the examples' actual fields (docs/checkers.md).
+
+use std::collections::BTreeSet;
+use tidewater_reports::render_run;
+use tidewater_reports::report::EXAMPLES_SHOWN_MAX;
+use tidewater_workloads::checker::gen::{generate, GenConfig};
+use tidewater_workloads::checker::{check_file, CheckSettings};
+
+#[test]
+fn report_of_a_checked_history_with_unclean_truncations_shows_every_finding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gen/20261130T230000Z");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Unclean elections discard acknowledged records: lost writes and more, under the safe
+    // settings (where they are violations).
+    let ops = generate(GenConfig {
+        seed: 11,
+        ops: 3000,
+        unclean_truncation_probability: 0.01,
+        ..GenConfig::default()
+    });
+    let lines: Vec<String> = ops
+        .iter()
+        .map(|op| serde_json::to_string(op).unwrap())
+        .collect();
+    std::fs::write(dir.join("history.jsonl"), lines.join("\n") + "\n").unwrap();
+    let results = check_file(dir.join("history.jsonl"), &CheckSettings::default()).unwrap();
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string(&results).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        results
+            .anomalies
+            .get("lost-write")
+            .is_some_and(|a| a.count > 0),
+        "the fixture must lose writes"
+    );
+
+    let html = std::fs::read_to_string(render_run(&dir).unwrap()).unwrap();
+    let history_indexes: BTreeSet<u64> = ops.iter().map(|op| op.index).collect();
+    for (name, anomaly) in &results.anomalies {
+        assert!(
+            html.contains(&format!(
+                "<div id=\"anomaly-{name}\" class=\"anomaly\"><h3>{name}: {} ",
+                anomaly.count
+            )),
+            "{name}"
+        );
+        for n in 0..anomaly.examples.len().min(EXAMPLES_SHOWN_MAX) {
+            assert!(
+                html.contains(&format!("id=\"anomaly-{name}-{n}\"")),
+                "{name} example {n}"
+            );
+        }
+        for example in anomaly.examples.iter().take(EXAMPLES_SHOWN_MAX) {
+            for i in tidewater_reports::examples::op_indexes(example) {
+                assert!(
+                    history_indexes.contains(&i),
+                    "{name}: {i} is not an op index: {example}"
+                );
+                assert!(
+                    html.contains(&format!("<tr id=\"op-{i}\">")),
+                    "{name}: op {i} listed"
+                );
+            }
+        }
+    }
+    assert!(!html.contains("not in the history"));
+    let lost = results.anomalies["lost-write"].count;
+    assert!(html.contains(&format!("{lost} lost acknowledged writes")));
+}
