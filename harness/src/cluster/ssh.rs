@@ -13,7 +13,8 @@
 
 use super::guard::{self, Teardown};
 use super::{node_settings, Cluster, Error, NodeInfo, Result, Role, CONTROLLER};
-use crate::net::rules::{Method, NodeShell, RuleNet};
+use crate::net::rules::Method;
+use crate::net::rules::{commands_script, Cmd, NodeShell, RuleNet};
 use crate::net::{Net, CLIENT};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -438,6 +439,19 @@ impl NodeShell for RemoteShell {
         };
         self.remote.run(host, &script, b"").map(|_| ())
     }
+
+    fn exec_all(&self, node: &str, cmds: &[Cmd]) -> Result<()> {
+        if cmds.is_empty() {
+            return Ok(());
+        }
+        let host = self
+            .hosts
+            .get(node)
+            .ok_or_else(|| Error::UnknownNode(node.to_string()))?;
+        let prefix = if self.sudo { "sudo -n " } else { "" };
+        let script = commands_script(cmds, prefix, quote);
+        self.remote.run(host, &script, b"").map(|_| ())
+    }
 }
 
 /// The shared state of an ssh cluster (also reachable from the signal guard).
@@ -768,10 +782,7 @@ mod tests {
 
     #[test]
     fn setup_stops_wipes_heals_and_writes_each_nodes_settings() {
-        let remote = Arc::new(FakeRemote {
-            failing: vec!["-D INPUT"],
-            ..FakeRemote::default()
-        });
+        let remote = Arc::new(FakeRemote::default());
         let c = cluster(remote.clone());
         let names: Vec<_> = c.nodes().iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["c1", "n1", "n2"]);
@@ -805,16 +816,13 @@ mod tests {
         assert!(c1_stop < c1_wipe, "wipe only after the broker stopped");
         assert!(log
             .iter()
-            .any(|(h, s, _)| h == "n1" && s == "sudo -n iptables -w -X TIDEWATER"));
+            .any(|(h, s, _)| h == "n1" && s.contains("sudo -n iptables -w -X TIDEWATER")));
         drop(c);
     }
 
     #[test]
     fn faults_become_systemctl_signals_and_iptables_rules_on_the_right_host() {
-        let remote = Arc::new(FakeRemote {
-            failing: vec!["-D INPUT"],
-            ..FakeRemote::default()
-        });
+        let remote = Arc::new(FakeRemote::default());
         let c = cluster(remote.clone());
         remote.log.lock().unwrap().clear();
         c.kill("n1").unwrap();
@@ -838,10 +846,21 @@ mod tests {
             "vagrant@192.168.56.12",
             "sudo -n sh -c 'systemctl kill -s SIGSTOP tidewater-broker'"
         )));
-        assert!(scripts.contains(&(
-            "vagrant@192.168.56.12",
-            "sudo -n iptables -w -A TIDEWATER -s 192.168.56.1/32 -j DROP"
-        )));
+        assert!(scripts
+            .iter()
+            .any(|(h, s)| *h == "vagrant@192.168.56.12"
+                && s.lines().any(|l| l
+                    == "sudo -n iptables -w -A TIDEWATER -s 192.168.56.1/32 -j DROP || exit 1")));
+        let rule_hosts: BTreeSet<&str> = scripts
+            .iter()
+            .filter(|(_, s)| s.contains("-j DROP"))
+            .map(|(h, _)| *h)
+            .collect();
+        assert_eq!(
+            rule_hosts,
+            BTreeSet::from(["vagrant@192.168.56.12"]),
+            "rules on n2 only"
+        );
         remote.log.lock().unwrap().clear();
         c.teardown().unwrap();
         let log = remote.log.lock().unwrap().clone();
@@ -875,7 +894,7 @@ mod tests {
     #[test]
     fn unreachable_hosts_and_bad_node_lists_are_refused() {
         let remote = Arc::new(FakeRemote {
-            failing: vec!["-D INPUT", "true"],
+            failing: vec!["true"],
             ..FakeRemote::default()
         });
         let spec: SshSpec = toml::from_str(SPEC).unwrap();

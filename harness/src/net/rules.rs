@@ -192,10 +192,36 @@ pub fn heal_commands(method: Method) -> Vec<Cmd> {
 pub trait NodeShell: Send + Sync {
     /// Runs `argv` on `node`; a non-zero exit is an [`Error::Command`].
     fn exec(&self, node: &str, argv: &[String]) -> Result<()>;
+
+    /// Runs `cmds` on `node` with their failure semantics. Shells with a costly round trip
+    /// (ssh) override this to send them all at once.
+    fn exec_all(&self, node: &str, cmds: &[Cmd]) -> Result<()> {
+        run_commands(self, node, cmds)
+    }
+}
+
+/// The commands as one POSIX sh script with the same failure semantics, each word quoted
+/// by `quote` and each command prefixed by `prefix` (e.g. `sudo -n `).
+pub fn commands_script(cmds: &[Cmd], prefix: &str, quote: impl Fn(&str) -> String) -> String {
+    let mut script = vec!["set -u".to_string()];
+    for c in cmds {
+        let line: Vec<String> = c.argv.iter().map(|a| quote(a)).collect();
+        let line = format!("{prefix}{}", line.join(" "));
+        script.push(match c.on_fail {
+            OnFail::Error => format!("{line} || exit 1"),
+            OnFail::Ignore => format!("{line} >/dev/null 2>&1 || true"),
+            OnFail::RepeatUntilFail => format!(
+                "i=0; while {line} >/dev/null 2>&1; do i=$((i+1)); \
+                 if [ $i -ge {DELETE_REPEAT_MAX} ]; then echo 'still succeeds: {}' >&2; exit 1; fi; done",
+                c.argv.join(" ")
+            ),
+        });
+    }
+    script.join("\n")
 }
 
 /// Runs `cmds` on `node` with their failure semantics.
-pub fn run_commands(shell: &dyn NodeShell, node: &str, cmds: &[Cmd]) -> Result<()> {
+pub fn run_commands<S: NodeShell + ?Sized>(shell: &S, node: &str, cmds: &[Cmd]) -> Result<()> {
     for c in cmds {
         match c.on_fail {
             OnFail::Error => shell.exec(node, &c.argv)?,
@@ -247,7 +273,7 @@ impl RuleNet {
             current: Mutex::new(Grudge::new()),
         };
         for node in net.rule_nodes() {
-            run_commands(net.shell.as_ref(), &node, &prepare_commands(method))?;
+            net.shell.exec_all(&node, &prepare_commands(method))?;
         }
         Ok(net)
     }
@@ -265,14 +291,29 @@ impl RuleNet {
             .collect()
     }
 
+    /// Heals every node, in parallel (each node is a round trip or a few commands).
     fn heal_all(&self) -> Result<()> {
-        let mut first_error = None;
-        for node in self.rule_nodes() {
-            if let Err(e) = run_commands(self.shell.as_ref(), &node, &heal_commands(self.method)) {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        let nodes = self.rule_nodes();
+        let cmds = heal_commands(self.method);
+        self.on_nodes(nodes.iter().map(|n| (n.as_str(), cmds.clone())).collect())
+    }
+
+    /// Runs each node's commands, nodes in parallel; the first error.
+    fn on_nodes(&self, work: Vec<(&str, Vec<Cmd>)>) -> Result<()> {
+        let results: Vec<Result<()>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = work
+                .iter()
+                .map(|(node, cmds)| scope.spawn(move || self.shell.exec_all(node, cmds)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::State("a rule command panicked".into())))
+                })
+                .collect()
+        });
+        results.into_iter().find(|r| r.is_err()).unwrap_or(Ok(()))
     }
 
     fn addresses(&self, grudge: &Grudge) -> Result<BTreeMap<String, BTreeSet<Ipv4Addr>>> {
@@ -302,14 +343,14 @@ impl Net for RuleNet {
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
         self.heal_all()?;
         current.clear();
-        for (node, ips) in &by_node {
-            let applied =
-                run_commands(self.shell.as_ref(), node, &apply_commands(self.method, ips));
-            if let Err(e) = applied {
-                // Leave no half-applied partition behind.
-                let _ = self.heal_all();
-                return Err(e);
-            }
+        let work = by_node
+            .iter()
+            .map(|(node, ips)| (node.as_str(), apply_commands(self.method, ips)))
+            .collect();
+        if let Err(e) = self.on_nodes(work) {
+            // Leave no half-applied partition behind.
+            let _ = self.heal_all();
+            return Err(e);
         }
         *current = grudge.clone();
         current.retain(|_, d| !d.is_empty());
@@ -436,6 +477,27 @@ mod tests {
         assert_eq!(net.current(), grudge);
         net.heal().unwrap();
         assert!(net.current().is_empty());
+    }
+
+    #[test]
+    fn a_script_keeps_each_commands_failure_semantics() {
+        let mut cmds = heal_commands(Method::Iptables);
+        cmds.extend(apply_commands(
+            Method::Iptables,
+            &BTreeSet::from([Ipv4Addr::new(10, 9, 0, 1)]),
+        ));
+        let script = commands_script(&cmds, "sudo -n ", |w| w.to_string());
+        let lines: Vec<&str> = script.lines().collect();
+        assert_eq!(lines[0], "set -u");
+        assert!(lines[1].starts_with(
+            "i=0; while sudo -n iptables -w -D INPUT -j TIDEWATER >/dev/null 2>&1; do"
+        ));
+        assert_eq!(
+            lines[2],
+            "sudo -n iptables -w -F TIDEWATER >/dev/null 2>&1 || true"
+        );
+        assert_eq!(lines[4], "sudo -n iptables -w -N TIDEWATER || exit 1");
+        assert_eq!(lines.len(), 7);
     }
 
     #[test]
