@@ -403,17 +403,18 @@ impl Segment {
         let chunk = chunk_hint.clamp(SCAN_CHUNK_MIN, SCAN_CHUNK_MAX);
         let mut scanner = Scanner::new(&self.log, self.size_bytes, chunk);
         while position < self.size_bytes {
-            let bytes = scanner
-                .batch_at(position)
+            let header = scanner
+                .header_at(position)
+                .and_then(|bytes| BatchHeader::parse(bytes).map_err(ScanError::Batch))
                 .map_err(|e| self.read_error(position, e))?;
-            let header = BatchHeader::parse(bytes)
-                .map_err(|e| self.read_error(position, ScanError::Batch(e)))?;
             if header.base_offset >= end_offset {
                 return Ok(());
             }
             if header.next_offset() > offset {
-                let (batch, _) = batch::decode(bytes)
-                    .map_err(|e| self.read_error(position, ScanError::Batch(e)))?;
+                let (batch, _) = scanner
+                    .batch_at(position)
+                    .and_then(|bytes| batch::decode(bytes).map_err(ScanError::Batch))
+                    .map_err(|e| self.read_error(position, e))?;
                 if !visit(batch) {
                     return Ok(());
                 }
@@ -440,15 +441,16 @@ impl Segment {
         let mut position = self.lookup(offset);
         let mut scanner = Scanner::new(&self.log, self.size_bytes, SCAN_CHUNK_MIN);
         while position < self.size_bytes {
-            let bytes = scanner
-                .batch_at(position)
+            let header = scanner
+                .header_at(position)
+                .and_then(|bytes| BatchHeader::parse(bytes).map_err(ScanError::Batch))
                 .map_err(|e| self.read_error(position, e))?;
-            let header = BatchHeader::parse(bytes)
-                .map_err(|e| self.read_error(position, ScanError::Batch(e)))?;
             if header.next_offset() > offset {
                 let straddling = if header.base_offset < offset {
-                    let (mut batch, _) = batch::decode(bytes)
-                        .map_err(|e| self.read_error(position, ScanError::Batch(e)))?;
+                    let (mut batch, _) = scanner
+                        .batch_at(position)
+                        .and_then(|bytes| batch::decode(bytes).map_err(ScanError::Batch))
+                        .map_err(|e| self.read_error(position, e))?;
                     batch
                         .records
                         .truncate((offset - header.base_offset) as usize);
