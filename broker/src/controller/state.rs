@@ -354,7 +354,7 @@ impl ControllerState {
         }
         let ineligible = new_isr
             .iter()
-            .find(|r| !partition.isr.contains(r) && !brokers.get(r).is_some_and(|b| !b.fenced));
+            .find(|r| !partition.isr.contains(r) && !is_live(&brokers, **r));
         if let Some(r) = ineligible {
             return Err(ControllerError::new(
                 ControllerErrorCode::IneligibleReplica,
@@ -454,6 +454,11 @@ impl ControllerState {
     fn bump_version(&mut self) {
         self.snapshot.metadata_version += 1;
     }
+}
+
+/// Whether broker `id` is registered and unfenced.
+fn is_live(brokers: &BTreeMap<u32, BrokerState>, id: u32) -> bool {
+    brokers.get(&id).is_some_and(|b| !b.fenced)
 }
 
 /// The topic's `unclean.leader.election.enable` override, else the cluster default.

@@ -18,6 +18,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::controller::protocol::PartitionMetadata;
+
 /// What the leader knows about one follower.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FollowerState {
@@ -91,28 +93,27 @@ pub struct LeaderState {
 }
 
 impl LeaderState {
-    /// State of a new leadership. `high_watermark` is the replica's own HW (it may be below
-    /// `epoch_start_offset`: KIP-207 then hides data until it catches up).
+    /// State of a new leadership as the metadata `partition` describes it. `high_watermark`
+    /// is the replica's own HW (it may be below `epoch_start_offset`: KIP-207 then hides data
+    /// until it catches up).
     pub fn new(
         broker_id: u32,
-        leader_epoch: u32,
-        partition_epoch: u32,
-        replicas: &[u32],
-        isr: &[u32],
+        partition: &PartitionMetadata,
         epoch_start_offset: u64,
         high_watermark: u64,
         now_ms: u64,
     ) -> Self {
-        let isr: BTreeSet<u32> = isr.iter().copied().collect();
-        let followers = replicas
+        let isr: BTreeSet<u32> = partition.isr.iter().copied().collect();
+        let followers = partition
+            .replicas
             .iter()
             .filter(|&&r| r != broker_id)
             .map(|&r| (r, FollowerState::new(isr.contains(&r), now_ms)))
             .collect();
         Self {
             broker_id,
-            leader_epoch,
-            partition_epoch,
+            leader_epoch: partition.leader_epoch,
+            partition_epoch: partition.partition_epoch,
             epoch_start_offset,
             isr,
             pending: None,
@@ -312,9 +313,25 @@ mod tests {
 
     const LAG_MS: u64 = 10_000;
 
+    fn meta(
+        leader_epoch: u32,
+        partition_epoch: u32,
+        replicas: &[u32],
+        isr: &[u32],
+    ) -> PartitionMetadata {
+        PartitionMetadata {
+            partition: 0,
+            leader: Some(1),
+            leader_epoch,
+            partition_epoch,
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+        }
+    }
+
     /// Broker 1 leads [1, 2, 3] with the full ISR, epoch start 0, HW 0, at t=0.
     fn leader() -> LeaderState {
-        LeaderState::new(1, 5, 3, &[1, 2, 3], &[1, 2, 3], 0, 0, 0)
+        LeaderState::new(1, &meta(5, 3, &[1, 2, 3], &[1, 2, 3]), 0, 0, 0)
     }
 
     #[test]
@@ -338,7 +355,7 @@ mod tests {
 
     #[test]
     fn hw_never_moves_back() {
-        let mut l = LeaderState::new(1, 5, 3, &[1, 2], &[1, 2], 0, 8, 0);
+        let mut l = LeaderState::new(1, &meta(5, 3, &[1, 2], &[1, 2]), 0, 8, 0);
         l.record_fetch(2, 3, 0, 10, 1);
         assert_eq!(l.maybe_advance_high_watermark(10), None);
         assert_eq!(l.high_watermark(), 8);
@@ -405,7 +422,7 @@ mod tests {
 
     #[test]
     fn expansion_needs_hw_and_epoch_start_offset_and_eligibility() {
-        let mut l = LeaderState::new(1, 5, 3, &[1, 2, 3], &[1, 2], 20, 15, 0);
+        let mut l = LeaderState::new(1, &meta(5, 3, &[1, 2, 3], &[1, 2]), 20, 15, 0);
         l.record_fetch(2, 25, 0, 25, 1);
         l.maybe_advance_high_watermark(25);
         assert_eq!(l.high_watermark(), 25);
@@ -429,14 +446,14 @@ mod tests {
     fn expansion_below_epoch_start_is_refused_even_at_the_hw() {
         // A new leader whose HW (10) lags its epoch start (20): a follower at 10 has the HW but
         // may hold another leader's records in 10..20.
-        let mut l = LeaderState::new(1, 5, 3, &[1, 2], &[1], 20, 10, 0);
+        let mut l = LeaderState::new(1, &meta(5, 3, &[1, 2], &[1]), 20, 10, 0);
         l.record_fetch(2, 10, 0, 20, 1);
         assert_eq!(l.expansion_for(2, true), None);
     }
 
     #[test]
     fn pending_expansion_counts_the_joining_replica() {
-        let mut l = LeaderState::new(1, 5, 3, &[1, 2], &[1], 0, 10, 0);
+        let mut l = LeaderState::new(1, &meta(5, 3, &[1, 2], &[1]), 0, 10, 0);
         l.record_fetch(2, 10, 0, 12, 1);
         l.begin_isr_change(vec![1, 2]);
         assert_eq!(

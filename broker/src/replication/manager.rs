@@ -673,10 +673,7 @@ impl ReplicaManager {
         }
         let mut state = LeaderState::new(
             self.settings.broker_id,
-            pm.leader_epoch,
-            pm.partition_epoch,
-            &pm.replicas,
-            &pm.isr,
+            pm,
             log_end_offset,
             log.high_watermark,
             now_ms(),
