@@ -104,7 +104,6 @@ async fn partition_state(view: &HttpView) -> Result<PartitionState, String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the replicated broker (controller role); run with --ignored once it lands"]
 async fn real_brokers_pause_lose_leadership_when_isolated_and_restart_with_their_data() {
     if !sys::is_root() {
         eprintln!("skipped: the local cluster tests need root (network namespaces)");
