@@ -30,7 +30,7 @@ svg { max-width: 100%; height: auto; display: block; border: 1px solid #eee; }
 table.examples td { max-width: 28em; overflow-wrap: anywhere; }
 .anomaly { margin-bottom: 1.5em; }
 .warning { background: #fff3cd; border: 1px solid #e0c36a; padding: 0.5em 0.8em; }
-.muted { color: #777; }
+.muted { color: #777; } .nowrap { white-space: nowrap; }
 .trend a { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 2px; border-radius: 2px; }
 :target { background: #fff59d; }
 "#;

@@ -181,12 +181,12 @@ fn anomaly_counts(run: &RunSummary) -> String {
         .map(|(name, a)| {
             if a.violation {
                 format!(
-                    "<strong style=\"color:#c62828\">{} {}</strong>",
+                    "<strong class=\"nowrap\" style=\"color:#c62828\">{} {}</strong>",
                     esc(name),
                     a.count
                 )
             } else {
-                format!("{} {}", esc(name), a.count)
+                format!("<span class=\"nowrap\">{} {}</span>", esc(name), a.count)
             }
         })
         .collect();

@@ -396,14 +396,24 @@ fn charts(summary: &MatrixSummary) -> Result<String, ReportError> {
 
 fn cells_table(summary: &MatrixSummary) -> String {
     let mut out = String::from(
-        "<section id=\"cells\"><h2>Cells</h2><table><tr><th>cell</th><th>settings</th>\
-         <th class=\"num\">runs</th><th class=\"num\">errored</th><th class=\"num\">runs with lost writes</th>\
+        "<section id=\"cells\"><h2>Cells</h2><table><tr><th>cell</th>\
+         <th class=\"num\">runs</th><th class=\"num\">errored</th><th class=\"num\">runs losing writes</th>\
          <th class=\"num\">lost ack'd writes</th><th class=\"num\">HW regressions</th>\
-         <th class=\"num\">availability</th><th class=\"num\">p50 ms</th><th class=\"num\">p99 ms</th>\
+         <th class=\"num\">ok sends</th><th class=\"num\">p50 ms</th><th class=\"num\">p99 ms</th>\
          <th>expectation</th><th>held</th></tr>",
     );
     for (n, c) in summary.cells.iter().enumerate() {
-        let settings: Vec<String> = c.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        // One setting per line: the label repeats them, but a column of its own is too wide.
+        let settings: Vec<String> = c
+            .settings
+            .iter()
+            .map(|(k, v)| esc(&format!("{k}={v}")))
+            .collect();
+        let cell = if settings.is_empty() {
+            esc(&c.label)
+        } else {
+            settings.join("<br>")
+        };
         let held = if c.expectation_held() {
             "<span class=\"verdict valid\">yes</span>".to_string()
         } else {
@@ -419,12 +429,10 @@ fn cells_table(summary: &MatrixSummary) -> String {
         };
         let _ = write!(
             out,
-            "<tr id=\"cell-{id}\"><td><a href=\"#runs-{id}\">{id}</a> {}</td><td><code>{}</code></td>\
+            "<tr id=\"cell-{id}\"><td><a href=\"#runs-{id}\">{id}</a><br><code>{cell}</code></td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td>{expectation}</td><td>{held}</td></tr>",
-            esc(&c.label),
-            esc(&settings.join(", ")),
             c.runs.len(),
             c.runs_errored(),
             c.runs_with_lost_writes,

@@ -316,7 +316,9 @@ pub fn draw_bars(id: &str, y_label: &str, bars: &[Bar]) -> Result<String, Report
             .margin(12)
             .x_label_area_size(35)
             .y_label_area_size(Y_LABEL_AREA_PX)
-            .build_cartesian_2d((0..n).into_segmented(), 0f64..y_max)
+            // A segmented range `0..m` has m + 1 segments (its end is included); `0..0` has
+            // no width at all, so a single bar gets `0..1` and an empty slot beside it.
+            .build_cartesian_2d((0..(n - 1).max(1)).into_segmented(), 0f64..y_max)
             .map_err(|e| plot_error(id, e))?;
         let label = |v: &SegmentValue<i32>| match v {
             SegmentValue::CenterOf(i) => bars

@@ -1,4 +1,4 @@
-//! Opens a generated report and the index in headless Chromium and checks that every plot
+//! Opens a generated report, the index and a matrix page in headless Chromium and checks that every plot
 //! renders with a non-zero size and that the page logs no error.
 //!
 //! Chromium comes from the distribution (`chromium-headless-shell` or `chromium`, installed
@@ -16,8 +16,9 @@ use common::fixture_run;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use tidewater_reports::matrix::{CellInput, Expectation, MatrixInput, RunOutcome};
 use tidewater_reports::report::PLOT_IDS;
-use tidewater_reports::{render_index, render_run};
+use tidewater_reports::{render_index, render_matrix, render_run, summarize_matrix};
 
 /// How long Chromium may take for one page before the test fails.
 const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);
@@ -132,7 +133,7 @@ fn size_of(probe: &str, id: &str) -> (u32, u32) {
 }
 
 #[test]
-fn report_and_index_render_their_plots_without_errors_in_chromium() {
+fn report_index_and_matrix_render_their_plots_without_errors_in_chromium() {
     let Some(chromium) = chromium() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -161,4 +162,29 @@ fn report_and_index_render_their_plots_without_errors_in_chromium() {
     let (line, console) = probe(&chromium, &index, &work);
     assert!(console.is_empty(), "console messages: {console:?}");
     assert!(line.contains("ERRORS 0 "), "{line}");
+
+    let cell = CellInput {
+        label: "acks=all".into(),
+        settings: [("acks".to_string(), "all".to_string())].into(),
+        expectation: Expectation::default(),
+        runs: vec![RunOutcome::Completed(run)],
+    };
+    let summary = summarize_matrix(&MatrixInput {
+        title: "m".into(),
+        cells: vec![cell],
+    })
+    .unwrap();
+    let matrix = render_matrix(&summary, &store.join("matrix")).unwrap();
+    let (line, console) = probe(&chromium, &matrix, &work);
+    assert!(console.is_empty(), "console messages: {console:?}");
+    assert!(line.contains("ERRORS 0 "), "{line}");
+    for id in [
+        "chart-lost-writes",
+        "chart-availability",
+        "chart-latency",
+        "chart-hw-regressions",
+    ] {
+        let (w, h) = size_of(&line, id);
+        assert!(w > 100 && h > 100, "{id} renders at {w}x{h}");
+    }
 }

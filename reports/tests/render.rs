@@ -167,7 +167,7 @@ fn index_lists_runs_newest_first_with_verdicts_and_cell_trends() {
     );
     assert!(html.contains("not checked"));
     assert!(html.contains("acks=all, nemesis=kill,pause,partition, min.insync.replicas=2"));
-    assert!(html.contains("<strong style=\"color:#c62828\">lost-write 1</strong>"));
+    assert!(html.contains("<strong class=\"nowrap\" style=\"color:#c62828\">lost-write 1</strong>"));
     // Trends: cell-a has two runs, oldest (valid) first.
     let trends = &html[html.find("id=\"trends\"").unwrap()..html.find("id=\"runs\"").unwrap()];
     let a = &trends[trends.find("cell-a").unwrap()..trends.find("cell-b").unwrap()];
