@@ -4,16 +4,16 @@
 //! after heal (liveness), 5 other harness errors; clap's usage errors exit with 2 as well,
 //! with a message that names the bad flag.
 
-use crate::basic_check;
 use crate::progress::Progress;
 use crate::runner::config::RunConfig;
-use crate::runner::{self, ClusterFactory, EXIT_HARNESS, EXIT_SETUP};
+use crate::runner::{self, ClusterFactory, FinalReads, EXIT_HARNESS, EXIT_SETUP};
 use crate::store::{self, RunDir};
 use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
+use tidewater_workloads::checker::{self, CheckSettings};
 use tidewater_workloads::results::CheckResults;
 
 /// Tidewater: a Jepsen-style chaos harness for Kafka-style replicated logs.
@@ -132,6 +132,9 @@ pub struct CheckArgs {
     /// Settings of the run, for a bare history (e.g. unclean.leader.election.enable=true).
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
     pub sets: Vec<(String, String)>,
+    /// For a bare history: the final reads did not complete (unseen writes may be delayed).
+    #[arg(long, requires = "history")]
+    pub final_reads_incomplete: bool,
 }
 
 /// `tidewater report`.
@@ -404,12 +407,18 @@ fn print_results(results: &CheckResults) {
             println!("  e.g. {e}");
         }
     }
-    if let Some(acked) = results.stats.get("acked_sends") {
-        println!("acknowledged sends: {acked}");
+    if results.anomalies.is_empty() {
+        println!("no anomalies");
     }
 }
 
 fn check_command(args: CheckArgs) -> i32 {
+    let flags: BTreeMap<String, String> = args.sets.iter().cloned().collect();
+    let from_flags = |completed: bool| {
+        let mut s = CheckSettings::from_kafka_configs(&args.acks, &flags)?;
+        s.final_reads_completed = completed;
+        Ok::<_, String>(s)
+    };
     let (history, settings, run_dir) = match (&args.run_dir, &args.history) {
         (Some(dir), _) => {
             let dir = match RunDir::open(dir) {
@@ -419,72 +428,90 @@ fn check_command(args: CheckArgs) -> i32 {
                     return EXIT_HARNESS;
                 }
             };
+            // Without final-read.json we cannot tell whether the reads completed: say not.
+            let completed = FinalReads::load(&dir).is_some_and(|f| f.completed);
             let settings = match RunConfig::load(&dir.config()) {
-                Ok(c) => basic_check::settings_from(&c.acks, &c.sets),
-                Err(_) => {
-                    basic_check::settings_from(&args.acks, &args.sets.iter().cloned().collect())
-                }
+                Ok(c) => runner::check_settings(&c, completed),
+                Err(_) => from_flags(completed),
             };
             (dir.history(), settings, Some(dir))
         }
-        (None, Some(h)) => (
-            h.clone(),
-            basic_check::settings_from(&args.acks, &args.sets.iter().cloned().collect()),
-            None,
-        ),
+        (None, Some(h)) => (h.clone(), from_flags(!args.final_reads_incomplete), None),
         (None, None) => unreachable!("clap requires RUN_DIR or --history"),
     };
-    let file = match std::fs::File::open(&history) {
-        Ok(f) => f,
+    let settings = match settings {
+        Ok(s) => s,
         Err(e) => {
-            eprintln!("tidewater: cannot open {}: {e}", history.display());
+            eprintln!("tidewater: {e}");
             return EXIT_HARNESS;
         }
     };
-    let results = match basic_check::check_reader(std::io::BufReader::new(file), &settings) {
+    let results = match checker::check_file(&history, &settings) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("tidewater: {}: {e}", history.display());
+            eprintln!("tidewater: cannot read {}: {e}", history.display());
             return EXIT_HARNESS;
         }
     };
     print_results(&results);
-    if let Some(dir) = run_dir {
-        let text = serde_json::to_string_pretty(&results).expect("results serialize") + "\n";
-        if let Err(e) = std::fs::write(dir.results(), text) {
-            eprintln!("tidewater: cannot write {}: {e}", dir.results().display());
-            return EXIT_HARNESS;
+    match run_dir {
+        Some(dir) => {
+            let text = serde_json::to_string_pretty(&results).expect("results serialize") + "\n";
+            if let Err(e) = std::fs::write(dir.results(), text) {
+                eprintln!("tidewater: cannot write {}: {e}", dir.results().display());
+                return EXIT_HARNESS;
+            }
+            println!("results: {}", dir.results().display());
         }
-        println!("results: {}", dir.results().display());
-    } else {
-        println!(
+        None => println!(
             "{}",
             serde_json::to_string_pretty(&results).expect("results serialize")
-        );
+        ),
     }
     println!("verdict: {}", results.valid.as_str());
     results.valid.exit_code()
 }
 
 fn report_command(run_dir: &Path) -> i32 {
-    match RunDir::open(run_dir) {
-        Ok(dir) => {
-            eprintln!(
-                "tidewater: the report renderer is not wired in yet; results are in {}",
-                dir.results().display()
-            );
-            EXIT_HARNESS
-        }
+    let dir = match RunDir::open(run_dir) {
+        Ok(d) => d,
         Err(e) => {
             eprintln!("tidewater: {e}");
+            return EXIT_HARNESS;
+        }
+    };
+    match tidewater_reports::render_run(&dir.path) {
+        Ok(path) => {
+            println!("report: {}", path.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("tidewater: report of {}: {e}", dir.path.display());
             EXIT_HARNESS
         }
     }
 }
 
 fn clean_command() -> i32 {
-    eprintln!("tidewater: clean is provided by the cluster module (not wired in yet)");
-    EXIT_HARNESS
+    match crate::clean::clean_all() {
+        Ok(report) => {
+            println!(
+                "cleaned {} run(s): {} process(es), {} namespace(s), {} link(s) removed",
+                report.runs.len(),
+                report.processes,
+                report.namespaces,
+                report.links
+            );
+            if !report.live.is_empty() {
+                println!("skipped live run(s): {}", report.live.join(", "));
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("tidewater: clean: {e}");
+            EXIT_HARNESS
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 //! - `recorder`: the history writer, appending `history.jsonl` as ops happen.
 //! - `store`: run directories `store/<name>/<timestamp>/` and the `store/latest` link.
 //! - `progress`: the live progress display (a bar on a terminal, log lines otherwise).
-//! - `basic_check`: acknowledged sends missing from the final reads, plus op statistics.
 //! - `cluster`: the `Cluster` trait (start, stop, kill, pause, resume, wipe, logs) and its
 //!   backends: `local` (network namespaces and a bridge on this machine) and `noop`.
 //! - `net`: partitions as grudges (pure builders) and the iptables / `ip rule` rules applying them.
@@ -15,7 +14,6 @@
 //! - `nemesis`: fault injection: targets, fault plans (`harness/plans/`), the seeded random
 //!   schedule, and the executor that records each fault as a history op.
 
-pub mod basic_check;
 pub mod clean;
 pub mod cli;
 pub mod cluster;

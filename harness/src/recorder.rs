@@ -151,18 +151,9 @@ impl Recorder {
         faults.iter().cloned().collect()
     }
 
-    /// Records a nemesis op: process "nemesis", type info, free-form value. `start-X` marks
-    /// fault X active and `stop-X` inactive for the progress display.
+    /// Records a nemesis op: process "nemesis", type info, free-form value.
     pub fn nemesis(&self, f: &str, value: serde_json::Value) {
-        {
-            let mut faults = self.faults_active.lock().expect("faults lock");
-            if let Some(kind) = f.strip_prefix("start-") {
-                faults.insert(kind.to_string());
-            } else if let Some(kind) = f.strip_prefix("stop-") {
-                faults.remove(kind);
-            }
-        }
-        self.record(Op {
+        self.nemesis_op(Op {
             index: 0,
             time: 0,
             process: Process::Nemesis,
@@ -175,6 +166,20 @@ impl Recorder {
             error: None,
             r#final: false,
         });
+    }
+
+    /// Records a nemesis op given in full (e.g. with an `error`). `start-X` marks fault X
+    /// active and `stop-X` inactive for the progress display.
+    pub fn nemesis_op(&self, op: Op) {
+        {
+            let mut faults = self.faults_active.lock().expect("faults lock");
+            if let Some(kind) = op.f.strip_prefix("start-") {
+                faults.insert(kind.to_string());
+            } else if let Some(kind) = op.f.strip_prefix("stop-") {
+                faults.remove(kind);
+            }
+        }
+        self.record(op);
     }
 
     fn observe(&self, op: &Op) {

@@ -1,5 +1,6 @@
 //! The store: one directory per run, `store/<name>/<YYYYMMDDTHHMMSS>/`, holding
-//! `config.json`, `history.jsonl`, `samples.jsonl`, `results.json`, `report.html`,
+//! `config.json`, `history.jsonl`, `samples.jsonl`, `final-reads.json`, `results.json`,
+//! `report.html`,
 //! `harness.log` and `nodes/<node>/`; `store/latest` is a symlink to the newest run.
 
 use std::io;
@@ -41,6 +42,10 @@ impl RunDir {
     /// Partition status samples for the ISR plot.
     pub fn samples(&self) -> PathBuf {
         self.path.join("samples.jsonl")
+    }
+    /// How far the final reads got (decides whether unseen writes can be judged).
+    pub fn final_reads(&self) -> PathBuf {
+        self.path.join("final-reads.json")
     }
     /// The checkers' verdict.
     pub fn results(&self) -> PathBuf {

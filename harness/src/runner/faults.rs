@@ -1,95 +1,163 @@
-//! The runner's side of the nemesis: resolving the fault schedule before the run (so it is
-//! stored in `config.json` and a replay repeats it), running it during the main phase, and
-//! the final step that heals, resumes and restarts every node.
+//! The runner's side of the nemesis: resolving the fault schedule before the run (stored in
+//! `config.json` as a fault plan, so `--replay` repeats exactly these faults), running it
+//! during the main phase, and the final step that heals, resumes and restarts every node.
 
-use crate::cluster::Cluster;
+use super::config::RunConfig;
+use crate::cluster::{node_list, Cluster};
+use crate::nemesis::{self, schedule::parse_faults, FaultPlan, HttpView, Nemesis};
 use crate::recorder::Recorder;
-use serde_json::{json, Value};
+use serde_json::Value;
+use std::net::Ipv4Addr;
 use std::sync::Arc;
-use tidewater_workloads::client::BrokerClient;
+use tidewater_workloads::history::{Op, OpType, Process};
+use tokio::time::Instant;
 
-/// The resolved schedule of a run.
-pub fn resolve_schedule(config: &super::config::RunConfig) -> Result<Value, String> {
-    if config.plan.is_none() && config.nemesis.is_empty() {
-        return Ok(json!([]));
+/// Writes the nemesis's operations into the run's history.
+struct HistoryRecorder(Arc<Recorder>);
+
+impl nemesis::Recorder for HistoryRecorder {
+    fn nemesis(&self, f: &str, value: Value, error: Option<String>) {
+        if error.is_none() {
+            self.0.nemesis(f, value);
+            return;
+        }
+        // A fault that could not be applied keeps its error next to it in the history.
+        self.0.nemesis_op(Op {
+            index: 0,
+            time: 0,
+            process: Process::Nemesis,
+            kind: OpType::Info,
+            f: f.to_string(),
+            value,
+            node: None,
+            high_watermarks: None,
+            log_start_offsets: None,
+            error,
+            r#final: false,
+        });
     }
-    Err("fault injection is not available in this build yet: use --nemesis none".into())
 }
 
-/// A running nemesis.
+/// The fault plan of a run: the named plan, or the random schedule drawn from the seed for
+/// `--nemesis`, or an empty plan. As JSON, for `config.json`.
+pub fn resolve_schedule(config: &RunConfig) -> Result<Value, String> {
+    let plan = match &config.plan {
+        Some(name) => FaultPlan::load(name).map_err(|e| e.to_string())?,
+        None if config.nemesis.is_empty() => FaultPlan {
+            name: "none".into(),
+            description: "no faults".into(),
+            step: Vec::new(),
+        },
+        None => {
+            let faults = parse_faults(&config.nemesis.join(",")).map_err(|e| e.to_string())?;
+            // Only the names matter to the schedule; addresses are the cluster's business.
+            let nodes: Vec<String> = node_list(config.nodes, 0, |_| Ipv4Addr::LOCALHOST)
+                .into_iter()
+                .map(|n| n.name)
+                .collect();
+            nemesis::random_plan(
+                config.seed,
+                &faults,
+                config.nemesis_interval_s,
+                config.time_limit_s as f64,
+                &nodes,
+                &format!("{}/0", config.topic),
+            )
+            .map_err(|e| e.to_string())?
+        }
+    };
+    serde_json::to_value(&plan).map_err(|e| format!("fault plan: {e}"))
+}
+
+/// The stored plan of a run.
+pub fn stored_plan(config: &RunConfig) -> Result<FaultPlan, String> {
+    let plan: FaultPlan = serde_json::from_value(config.schedule.clone())
+        .map_err(|e| format!("config.json schedule is not a fault plan: {e}"))?;
+    plan.validate().map_err(|e| e.to_string())?;
+    Ok(plan)
+}
+
+/// A nemesis running its plan during the main phase.
 pub struct NemesisHandle {
-    task: Option<tokio::task::JoinHandle<Result<(), String>>>,
+    /// Runs the plan and hands the nemesis back for the final step.
+    task: tokio::task::JoinHandle<(Nemesis, usize)>,
+}
+
+/// Starts the run's plan now; it ends by itself at `deadline` (the end of the main phase).
+pub fn spawn(
+    config: &RunConfig,
+    cluster: Arc<dyn Cluster>,
+    recorder: Arc<Recorder>,
+    deadline: Instant,
+) -> Result<NemesisHandle, String> {
+    let plan = stored_plan(config)?;
+    let view = Arc::new(HttpView::new(cluster.nodes()));
+    let mut nemesis = Nemesis::new(
+        cluster,
+        view,
+        Arc::new(HistoryRecorder(recorder)),
+        config.seed,
+    );
+    let started = Instant::now();
+    let task = tokio::spawn(async move {
+        let steps = nemesis.run(&plan, started, deadline).await;
+        (nemesis, steps)
+    });
+    Ok(NemesisHandle { task })
 }
 
 impl NemesisHandle {
-    /// Stops the schedule (faults in force stay until [`final_step`]) and waits for it.
-    pub async fn stop(self) -> Result<(), String> {
-        match self.task {
-            Some(task) => {
-                task.abort();
-                match task.await {
-                    Ok(r) => r,
-                    Err(e) if e.is_cancelled() => Ok(()),
-                    Err(e) => Err(format!("nemesis task failed: {e}")),
-                }
-            }
-            None => Ok(()),
-        }
+    /// Waits for the plan to end (it stops at the deadline by itself), then runs the final
+    /// step: heal, resume and start everything. Returns how many steps ran.
+    pub async fn finish(self) -> Result<usize, String> {
+        let (mut nemesis, steps) = self
+            .task
+            .await
+            .map_err(|e| format!("nemesis task failed: {e}"))?;
+        nemesis.final_step().await?;
+        Ok(steps)
     }
 }
 
-/// Starts the run's fault schedule.
-pub fn spawn(
-    config: &super::config::RunConfig,
-    _cluster: Arc<dyn Cluster>,
-    _client: Arc<BrokerClient>,
-    _recorder: Arc<Recorder>,
-) -> Result<NemesisHandle, String> {
-    match config.schedule.as_array() {
-        Some(steps) if steps.is_empty() => Ok(NemesisHandle { task: None }),
-        _ => Err("fault injection is not available in this build yet".into()),
-    }
+/// The final step for when the nemesis task itself failed: heal, resume, start, recorded.
+pub async fn final_step_without_plan(
+    cluster: Arc<dyn Cluster>,
+    recorder: Arc<Recorder>,
+    seed: u64,
+) -> Result<(), String> {
+    let view = Arc::new(HttpView::new(cluster.nodes()));
+    let mut nemesis = Nemesis::new(cluster, view, Arc::new(HistoryRecorder(recorder)), seed);
+    nemesis.final_step().await
 }
 
-/// Heals the network, resumes paused nodes and starts stopped ones, recording each as a
-/// nemesis op. Blocking: run it on a blocking thread.
-pub fn final_step(cluster: &dyn Cluster, recorder: &Recorder) -> Result<(), String> {
-    let mut errors = Vec::new();
-    if !cluster.net().current().is_empty() {
-        recorder.nemesis("stop-partition", json!(null));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_random_schedule_follows_the_seed_and_is_stored_as_a_plan() {
+        let mut c = super::super::config::example();
+        c.time_limit_s = 60;
+        let a = resolve_schedule(&c).unwrap();
+        assert_eq!(a, resolve_schedule(&c).unwrap(), "same seed, same schedule");
+        c.seed += 1;
+        assert_ne!(a, resolve_schedule(&c).unwrap());
+        c.schedule = a;
+        let plan = stored_plan(&c).unwrap();
+        assert!(!plan.step.is_empty());
     }
-    if let Err(e) = cluster.net().heal() {
-        errors.push(format!("heal: {e}"));
-    }
-    let paused: Vec<String> = cluster
-        .node_names()
-        .into_iter()
-        .filter(|n| cluster.is_paused(n))
-        .collect();
-    for node in &paused {
-        if let Err(e) = cluster.resume(node) {
-            errors.push(format!("resume {node}: {e}"));
-        }
-    }
-    if !paused.is_empty() {
-        recorder.nemesis("stop-pause", json!(paused));
-    }
-    let stopped: Vec<String> = cluster
-        .node_names()
-        .into_iter()
-        .filter(|n| !cluster.is_running(n))
-        .collect();
-    for node in &stopped {
-        if let Err(e) = cluster.start(node) {
-            errors.push(format!("start {node}: {e}"));
-        }
-    }
-    if !stopped.is_empty() {
-        recorder.nemesis("stop-kill", json!(stopped));
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
+
+    #[test]
+    fn named_plans_and_no_faults_resolve() {
+        let mut c = super::super::config::example();
+        c.plan = Some("unclean-election".into());
+        c.schedule = resolve_schedule(&c).unwrap();
+        assert_eq!(stored_plan(&c).unwrap().name, "unclean-election");
+        c.plan = None;
+        c.nemesis.clear();
+        c.schedule = resolve_schedule(&c).unwrap();
+        assert!(stored_plan(&c).unwrap().step.is_empty());
+        c.plan = Some("no-such-plan".into());
+        assert!(resolve_schedule(&c).unwrap_err().contains("no-such-plan"));
     }
 }

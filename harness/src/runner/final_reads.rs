@@ -20,7 +20,7 @@ const FINAL_FETCH_WAIT_MS: u64 = 50;
 const RETRY_BACKOFF_MS: u64 = 200;
 
 /// How far the final reads got on one key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KeyCoverage {
     /// The offset the reads had to reach.
     pub target: u64,

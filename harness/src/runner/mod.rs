@@ -17,7 +17,6 @@ pub mod final_reads;
 pub mod sampler;
 pub mod workload;
 
-use crate::basic_check;
 use crate::cluster::Cluster;
 use crate::progress::{Progress, Snapshot};
 use crate::recorder::Recorder;
@@ -29,6 +28,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tidewater_workloads::checker::{self, CheckSettings};
 use tidewater_workloads::client::{BrokerClient, ClientConfig};
 use tidewater_workloads::queue::{QueueSettings, ValueSource};
 use tidewater_workloads::results::{CheckResults, Validity};
@@ -93,8 +93,8 @@ pub struct RunOutcome {
     pub results: CheckResults,
     /// Whether the cluster answered again within the recovery bound after heal.
     pub recovered: bool,
-    /// Final-read coverage per key.
-    pub coverage: BTreeMap<String, KeyCoverage>,
+    /// How far the final reads got.
+    pub final_reads: FinalReads,
     /// `report.html`, when the report was rendered.
     pub report: Option<std::path::PathBuf>,
 }
@@ -162,9 +162,15 @@ pub async fn run(
         say(&progress, &format!("teardown: {e}"));
     }
     let (recovered, coverage) = phases?;
+    let final_reads = FinalReads::new(recovered, coverage);
+    std::fs::write(
+        run_dir.final_reads(),
+        serde_json::to_string_pretty(&final_reads).expect("serializes") + "\n",
+    )
+    .map_err(harness_err("final-reads.json"))?;
 
     progress.phase("check", None);
-    let results = check_run(&config, &run_dir, &coverage)?;
+    let results = check_run(&config, &run_dir, &final_reads)?;
     std::fs::write(
         run_dir.results(),
         serde_json::to_string_pretty(&results).expect("results serialize") + "\n",
@@ -176,7 +182,7 @@ pub async fn run(
         run_dir,
         results,
         recovered,
-        coverage,
+        final_reads,
         report,
     })
 }
@@ -267,10 +273,11 @@ async fn run_phases(
     ));
     let time_limit = Duration::from_secs(config.time_limit_s);
     progress.phase("main", Some(time_limit));
-    let nemesis = faults::spawn(config, cluster.clone(), client.clone(), recorder.clone())
+    let deadline = Instant::now() + time_limit;
+    let nemesis = faults::spawn(config, cluster.clone(), recorder.clone(), deadline)
         .map_err(RunError::Setup)?;
     let workers = spawn_workers(&ctx, config.concurrency);
-    tokio::time::sleep(time_limit).await;
+    tokio::time::sleep_until(deadline).await;
 
     stop_workers.store(true, Ordering::Relaxed);
     let drained = tokio::time::timeout(WORKER_DRAIN_LIMIT, futures::future::join_all(workers))
@@ -282,19 +289,21 @@ async fn run_phases(
             "some workers did not finish their last op in time",
         );
     }
-    let nemesis_result = nemesis.stop().await;
-    if let Err(e) = &nemesis_result {
-        say(progress, &format!("nemesis: {e}"));
-    }
     recorder.flush().map_err(harness_err("history.jsonl"))?;
 
+    // The nemesis ends its plan at the deadline by itself; then heal, resume, start all.
     progress.phase("heal", None);
-    let heal = {
-        let (cluster, recorder) = (cluster.clone(), recorder.clone());
-        blocking(move || faults::final_step(&*cluster, &recorder)).await?
-    };
-    if let Err(e) = heal {
-        say(progress, &format!("heal: {e}"));
+    match nemesis.finish().await {
+        Ok(steps) => say(progress, &format!("nemesis: {steps} steps, then healed")),
+        Err(e) => {
+            say(progress, &format!("nemesis: {e}; healing again"));
+            let healed =
+                faults::final_step_without_plan(cluster.clone(), recorder.clone(), config.seed)
+                    .await;
+            if let Err(e) = healed {
+                say(progress, &format!("heal: {e}"));
+            }
+        }
     }
 
     let recovery_limit = Duration::from_secs(config.recovery_time_limit_s);
@@ -339,14 +348,18 @@ async fn run_phases(
 }
 
 async fn tick_progress(progress: Arc<Progress>, recorder: Arc<Recorder>, stop: Arc<AtomicBool>) {
-    // A bar redraws often; plain lines every few seconds keep logs readable.
-    let every = if progress.is_bar() {
-        Duration::from_millis(250)
-    } else {
-        Duration::from_secs(5)
-    };
+    // A bar redraws often; plain lines every few seconds keep logs readable. Look at `stop`
+    // every step so the run never waits for a whole plain-line interval at its end.
+    let step = Duration::from_millis(250);
+    let steps_per_update = if progress.is_bar() { 1 } else { 20 };
+    let mut steps_left = steps_per_update;
     while !stop.load(Ordering::Relaxed) {
-        tokio::time::sleep(every).await;
+        tokio::time::sleep(step).await;
+        steps_left -= 1;
+        if steps_left > 0 {
+            continue;
+        }
+        steps_left = steps_per_update;
         let (ok, fail, info) = recorder.counts().snapshot();
         progress.update(&Snapshot {
             ok,
@@ -440,33 +453,80 @@ async fn wait_for_recovery(client: &BrokerClient, keys: &[String], limit: Durati
     false
 }
 
-/// Checks a run's history (streamed from disk) and adds the final-read coverage to the stats.
+/// The checkers' settings for a run: its acks and Kafka-style settings, its replication
+/// factor, and whether the final reads completed.
+pub fn check_settings(
+    config: &RunConfig,
+    final_reads_completed: bool,
+) -> Result<CheckSettings, String> {
+    let mut configs = config.sets.clone();
+    configs
+        .entry("replication.factor".into())
+        .or_insert_with(|| config.replication_factor.to_string());
+    let mut settings = CheckSettings::from_kafka_configs(&config.acks, &configs)?;
+    settings.final_reads_completed = final_reads_completed;
+    Ok(settings)
+}
+
+/// Checks a run's history, streamed from disk, and adds the final-read coverage to the stats.
 pub fn check_run(
     config: &RunConfig,
     run_dir: &RunDir,
-    coverage: &BTreeMap<String, KeyCoverage>,
+    final_reads: &FinalReads,
 ) -> Result<CheckResults, RunError> {
-    let file = std::fs::File::open(run_dir.history()).map_err(harness_err("history.jsonl"))?;
-    let settings = basic_check::settings_from(&config.acks, &config.sets);
-    let mut results = basic_check::check_reader(std::io::BufReader::new(file), &settings)
-        .map_err(|e| RunError::Harness(format!("history.jsonl: {e}")))?;
+    let settings = check_settings(config, final_reads.completed).map_err(RunError::Harness)?;
+    let mut results =
+        checker::check_file(run_dir.history(), &settings).map_err(harness_err("history.jsonl"))?;
     if let Some(stats) = results.stats.as_object_mut() {
-        let cov: BTreeMap<&String, serde_json::Value> = coverage
-            .iter()
-            .map(|(k, c)| {
-                (
-                    k,
-                    serde_json::json!({"target": c.target, "reached": c.reached, "reads": c.reads}),
-                )
-            })
-            .collect();
-        stats.insert("final_reads_by_key".into(), serde_json::json!(cov));
+        stats.insert(
+            "final_reads".into(),
+            serde_json::to_value(final_reads).expect("serializes"),
+        );
     }
     Ok(results)
 }
 
-/// Renders `report.html` with the reports crate; a failure is printed, not fatal.
+/// How the final reads went, stored as `final-reads.json` so `tidewater check` can judge a
+/// stored history the same way.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FinalReads {
+    /// True when the cluster recovered and every key was read up to its target.
+    pub completed: bool,
+    /// Per key: the offset to reach, the offset reached, and reads issued.
+    pub by_key: BTreeMap<String, KeyCoverage>,
+}
+
+impl FinalReads {
+    /// The summary of a run's final reads.
+    pub fn new(recovered: bool, by_key: BTreeMap<String, KeyCoverage>) -> FinalReads {
+        FinalReads {
+            completed: recovered && by_key.values().all(KeyCoverage::complete),
+            by_key,
+        }
+    }
+
+    /// Reads `final-reads.json` of a run directory.
+    pub fn load(run_dir: &RunDir) -> Option<FinalReads> {
+        let text = std::fs::read_to_string(run_dir.final_reads()).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}
+
+/// Renders `report.html` and the store's `index.html`; a failure is printed, not fatal (the
+/// results are already on disk and `tidewater report RUN_DIR` can try again).
 fn render_report(run_dir: &RunDir, progress: &Progress) -> Option<std::path::PathBuf> {
-    let _ = (run_dir, progress);
-    None
+    let report = match tidewater_reports::render_run(&run_dir.path) {
+        Ok(path) => Some(path),
+        Err(e) => {
+            say(progress, &format!("report: {e}"));
+            None
+        }
+    };
+    // The store is two levels up: store/<name>/<timestamp>.
+    if let Some(store) = run_dir.path.parent().and_then(|p| p.parent()) {
+        if let Err(e) = tidewater_reports::render_index(store) {
+            say(progress, &format!("index: {e}"));
+        }
+    }
+    report
 }
