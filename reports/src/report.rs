@@ -103,15 +103,29 @@ pub fn render_run_html(run_dir: &Path) -> Result<String, ReportError> {
         "<p class=\"muted\"><code>{}</code></p>",
         esc(&run_dir.display().to_string())
     );
+    body.push_str(CONTENTS);
     body.push_str(&verdict_section(&ctx));
     body.push_str(&settings_section(&files));
     body.push_str(&anomalies_section(files.results.as_ref()));
     body.push_str(&plots_section(&ctx)?);
     body.push_str(&summary_section(&scan));
+    body.push_str(&stats_section(files.results.as_ref()));
     body.push_str(&faults_section(&faults));
     body.push_str(&referenced_section(&scan, &wanted));
     Ok(page(&format!("{name} — Tidewater report"), &body))
 }
+
+/// Links to the sections and plots, at the top of the report.
+const CONTENTS: &str = "<nav class=\"muted\"><a href=\"#verdict\">verdict</a> · \
+    <a href=\"#settings\">settings</a> · <a href=\"#anomalies\">anomalies</a> · plots: \
+    <a href=\"#plot-latency\">latency</a>, <a href=\"#plot-throughput\">throughput</a>, \
+    <a href=\"#plot-hw\">high watermark</a>, <a href=\"#plot-lost-writes\">lost writes</a>, \
+    <a href=\"#plot-unseen\">unseen</a>, <a href=\"#plot-isr\">ISR</a> · \
+    <a href=\"#summary\">operations</a> · <a href=\"#stats\">checker statistics</a> · \
+    <a href=\"#faults\">faults</a> · <a href=\"#ops\">referenced operations</a></nav>";
+
+/// Statistics too long for the table (drawn as a plot, or the checker's own settings).
+const STATS_SKIPPED: [&str; 2] = ["unseen_series", "settings"];
 
 /// What every section may read.
 struct Ctx<'a> {
@@ -178,6 +192,20 @@ fn verdict_section(ctx: &Ctx) -> String {
         "<p class=\"muted\">{} history lines, {:.1} s.</p>",
         ctx.scan.lines, ctx.x_max_s
     );
+    let stats = results.map(|r| &r.stats);
+    for (key, title) in [
+        ("unknown_reasons", "Why the verdict is unknown"),
+        ("problems", "History problems"),
+    ] {
+        let items = stats.and_then(|s| s.get(key)).and_then(Value::as_array);
+        if let Some(items) = items.filter(|i| !i.is_empty()) {
+            let _ = write!(out, "<div class=\"warning\"><strong>{title}</strong><ul>");
+            for item in items {
+                let _ = write!(out, "<li>{}</li>", esc(&short(item)));
+            }
+            out.push_str("</ul></div>");
+        }
+    }
     let warnings: Vec<&String> = ctx
         .files
         .warnings
@@ -862,10 +890,33 @@ fn summary_section(scan: &HistoryScan) -> String {
     out
 }
 
+/// The checkers' statistics (results.json `stats`), one row per field.
+fn stats_section(results: Option<&CheckResults>) -> String {
+    let mut out = String::from("<section id=\"stats\"><h2>Checker statistics</h2>");
+    let Some(stats) = results.and_then(|r| r.stats.as_object()) else {
+        out.push_str("<p>None.</p></section>");
+        return out;
+    };
+    out.push_str("<table>");
+    for (key, v) in stats
+        .iter()
+        .filter(|(k, _)| !STATS_SKIPPED.contains(&k.as_str()))
+    {
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td><code>{}</code></td></tr>",
+            esc(key),
+            esc(&short(v))
+        );
+    }
+    out.push_str("</table><p class=\"muted\">See docs/checkers.md for each field.</p></section>");
+    out
+}
+
 fn short(v: &Value) -> String {
     let text = display_value(Some(v));
-    if text.chars().count() > 200 {
-        text.chars().take(200).collect::<String>() + " …"
+    if text.chars().count() > 400 {
+        text.chars().take(400).collect::<String>() + " …"
     } else {
         text
     }

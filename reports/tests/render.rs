@@ -97,6 +97,11 @@ fn report_shows_every_anomaly_with_examples_and_every_plot_with_fault_bands() {
     assert!(html.contains(
         "<tr><td>send</td><td class=\"num\">7</td><td class=\"num\">5</td><td class=\"num\">1</td><td class=\"num\">1</td>"
     ), "send summary row");
+    // Checker statistics, but not the series drawn as a plot.
+    let stats = &html[html.find("<section id=\"stats\">").unwrap()..];
+    assert!(stats.contains("<tr><th>unseen_final</th><td><code>0</code></td></tr>"));
+    assert!(!stats[..stats.find("</section>").unwrap()].contains("unseen_series"));
+    assert!(html.contains("<li>final reads of t0/1 timed out</li>"));
     // Fault table: the three windows and the unknown nemesis function.
     assert!(html.contains("compact-logs"));
 

@@ -168,7 +168,8 @@ pub fn fixture_run(dir: &Path, cell: &str, valid: bool) -> Fixture {
                 },
                 "unseen": {"count": 0, "examples": []}
             },
-            "stats": {"unseen_series": [[0, 0], [2_000_000_000u64, 1], [19_000_000_000u64, 0]]}
+            "stats": {"unseen_series": [[0, 0], [2_000_000_000u64, 1], [19_000_000_000u64, 0]],
+                      "unseen_final": 0, "unknown_reasons": ["final reads of t0/1 timed out"]}
         }),
     );
     let mut samples = String::new();
