@@ -175,7 +175,7 @@ const fn setting(name: &'static str, default: &'static str, doc: &'static str) -
 pub const SETTINGS: &[Setting] = &[
     setting("process.roles", "broker", "`broker` or `controller`; the CLI's `--role` overrides it."),
     setting("broker.id", "0", "This node's id in metadata, ISRs and the controller's registry."),
-    setting("listeners", "http://127.0.0.1:9092", "Address the HTTP API binds, `http://HOST:PORT`; port 0 picks a free port and the binary prints `listening on HOST:PORT` on stdout."),
+    setting("listeners", "http://127.0.0.1:9092", "Address the HTTP API binds, `http://HOST:PORT` (HOST: an IP, a resolvable name, or empty for all interfaces); port 0 picks a free port and the binary prints `listening on HOST:PORT` on stdout."),
     setting("advertised.listeners", "", "URL others use to reach this node; empty = the bound address."),
     setting("log.dirs", "/tmp/tidewater-logs", "Comma-separated directories for partition logs; the first also holds the topic catalog `topics.json`."),
     setting("log.dir", "/tmp/tidewater-logs", "A single log directory; used when `log.dirs` is not set."),
@@ -246,19 +246,30 @@ fn parse_retention(name: &str, value: &str) -> Result<i64, ConfigError> {
     Ok(n)
 }
 
-/// An `http://HOST:PORT` URL (the scheme may be left out) with a literal IP address.
+/// An `http://HOST:PORT` URL (the scheme may be left out). HOST is an IP address, a name that
+/// resolves (the first address is used), or empty for every interface (Kafka's `PLAINTEXT://:9092`).
 fn parse_listener(name: &str, value: &str) -> Result<SocketAddr, ConfigError> {
     if value.contains(',') {
         return Err(invalid(name, value, "only one listener is supported"));
     }
+    let expected = "expected http://HOST:PORT, e.g. http://127.0.0.1:9092";
     let address = value.trim().strip_prefix("http://").unwrap_or(value.trim());
-    address.parse().map_err(|_| {
-        invalid(
-            name,
-            value,
-            "expected http://IP:PORT, e.g. http://127.0.0.1:9092",
-        )
-    })
+    if let Ok(address) = address.parse() {
+        return Ok(address);
+    }
+    let (host, port) = address
+        .rsplit_once(':')
+        .ok_or_else(|| invalid(name, value, expected))?;
+    let port: u16 = port.parse().map_err(|_| invalid(name, value, expected))?;
+    if host.is_empty() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    use std::net::ToSocketAddrs;
+    (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addresses| addresses.next())
+        .ok_or_else(|| invalid(name, value, &format!("cannot resolve host {host:?}")))
 }
 
 fn optional_url(name: &str, value: &str) -> Result<Option<String>, ConfigError> {
@@ -599,6 +610,13 @@ mod tests {
         assert!(Config::from_settings(&settings(&[("num.partitions", "0")])).is_err());
         assert!(Config::from_settings(&settings(&[("log.retention.ms", "-2")])).is_err());
         assert!(Config::from_settings(&settings(&[("listeners", "localhost")])).is_err());
+        assert!(
+            Config::from_settings(&settings(&[("listeners", "http://127.0.0.1:99999")])).is_err()
+        );
+        let any = Config::from_settings(&settings(&[("listeners", "http://:9093")])).unwrap();
+        assert_eq!(any.listener, "0.0.0.0:9093".parse().unwrap());
+        let named = Config::from_settings(&settings(&[("listeners", "localhost:9094")])).unwrap();
+        assert!(named.listener.ip().is_loopback() && named.listener.port() == 9094);
     }
 
     #[test]

@@ -91,14 +91,20 @@ pub async fn run(
             let _ = stop.send(true);
         })
         .await;
+    // Wait for the aborted tasks to be dropped, so nothing uses the logs after the flush below.
     retention.abort();
+    let _ = retention.await;
     if let Some(task) = replication {
         task.abort();
+        let _ = task.await;
     }
     if let Some(cluster) = &broker.cluster {
         cluster.shutdown();
     }
     flush_all(&broker);
+    // Unlock the log dirs now rather than when the last `Arc<Broker>` goes, so a caller can
+    // start a broker on the same dirs as soon as `run` returns (tests restart in-process).
+    broker.topics.release_dir_locks();
     tracing::info!("broker stopped");
     served.map_err(ServerError::Io)
 }

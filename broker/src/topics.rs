@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -124,7 +124,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// An exclusive `flock` on `<dir>/.lock`, held for the life of the process, so two brokers
+/// An exclusive `flock` on `<dir>/.lock`, held while the broker runs, so two brokers
 /// never share a log directory (Kafka does the same).
 struct DirLock {
     _file: File,
@@ -156,8 +156,8 @@ pub struct TopicCatalog {
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     /// Serialises creates and deletes so catalog writes happen in the order of the map changes.
     admin: tokio::sync::Mutex<()>,
-    /// Locks on every log directory.
-    _locks: Vec<DirLock>,
+    /// Locks on every log directory, held until [`TopicCatalog::release_dir_locks`].
+    locks: Mutex<Vec<DirLock>>,
 }
 
 impl TopicCatalog {
@@ -186,8 +186,13 @@ impl TopicCatalog {
             path,
             topics: RwLock::new(topics),
             admin: tokio::sync::Mutex::new(()),
-            _locks: locks,
+            locks: Mutex::new(locks),
         })
+    }
+
+    /// Releases the log directory locks (at shutdown, after the last flush).
+    pub fn release_dir_locks(&self) {
+        self.locks.lock().expect("dir locks").clear();
     }
 
     /// The topic named `name`, if hosted here.
