@@ -686,6 +686,24 @@ async fn auto_create_topics_when_enabled() {
     assert_eq!(answer["offsets"], json!([0]));
     let (_, described) = client.get("/v1/topics/fresh").await;
     assert_eq!(described["partitions"].as_array().unwrap().len(), 3);
+
+    // A default replication factor one broker cannot satisfy: refused, nothing created.
+    let dir = tempfile::tempdir().unwrap();
+    let settings = [
+        "auto.create.topics.enable=true",
+        "default.replication.factor=3",
+    ];
+    let broker = Broker::start(&dir.path().join("logs"), &settings);
+    let client = Client::new(&broker.url);
+    let body = json!({"records": [{"value": "x"}]});
+    let (status, answer) = client
+        .post("/v1/topics/wide/partitions/0/records", &body)
+        .await;
+    assert_eq!(
+        (status, answer["error"].clone()),
+        (400, json!("INVALID_REPLICATION_FACTOR"))
+    );
+    assert_eq!(client.get("/v1/topics").await.1, json!({"topics": []}));
 }
 
 #[tokio::test]

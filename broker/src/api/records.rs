@@ -120,7 +120,8 @@ pub fn run_maybe_blocking<R>(may_block: bool, f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// The partition, creating its topic first when `auto.create.topics.enable` allows it.
+/// The partition, creating its topic first when `auto.create.topics.enable` allows it (standalone
+/// broker only).
 async fn partition_for_produce(
     broker: &Broker,
     topic: &str,
@@ -128,7 +129,19 @@ async fn partition_for_produce(
 ) -> Result<(Arc<Topic>, Arc<Partition>), ApiError> {
     let found = match broker.topics.get(topic) {
         Some(found) => found,
-        None if broker.config.auto_create_topics_enable => {
+        // Only a standalone broker creates topics itself; in a cluster the controller does, and
+        // a produce to an unknown topic is refused there.
+        None if broker.config.auto_create_topics_enable && broker.cluster.is_none() => {
+            if broker.config.default_replication_factor > 1 {
+                return Err(ApiError::new(
+                    ErrorKind::InvalidReplicationFactor,
+                    format!(
+                        "cannot auto-create {topic:?} with default.replication.factor={} on a \
+                         single broker",
+                        broker.config.default_replication_factor
+                    ),
+                ));
+            }
             let meta = TopicMeta {
                 partitions: broker.config.num_partitions,
                 replication_factor: broker.config.default_replication_factor,
