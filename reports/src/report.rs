@@ -8,7 +8,7 @@ use crate::faults::{fault_windows, Faults};
 use crate::history_scan::{scan_history, HistoryScan, Outcome};
 use crate::html::{esc, legend, ms, page, verdict_badge};
 use crate::plots::{self, band_legend, Line, LostRow, Points, Rgb, Shape, TimeChart};
-use crate::run_dir::{display_value, RunFiles, HISTORY_FILE, REPORT_FILE};
+use crate::run_dir::{display_value, RunFiles, Sample, HISTORY_FILE, REPORT_FILE};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -93,6 +93,7 @@ pub fn render_run_html(run_dir: &Path) -> Result<String, ReportError> {
         scan: &scan,
         faults: &faults,
         x_max_s: x_max_ns as f64 / 1e9,
+        samples_by_key: group_leader_samples(&files.samples),
     };
 
     let mut body = String::new();
@@ -133,6 +134,23 @@ struct Ctx<'a> {
     scan: &'a HistoryScan,
     faults: &'a Faults,
     x_max_s: f64,
+    /// The leaders' samples by key, grouped once: a run can have millions of samples.
+    samples_by_key: BTreeMap<&'a str, Vec<&'a Sample>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The samples of `key` answered by its leader, in file order.
+    fn leader_samples(&self, key: &str) -> impl Iterator<Item = &'a Sample> + '_ {
+        self.samples_by_key.get(key).into_iter().flatten().copied()
+    }
+}
+
+fn group_leader_samples(samples: &[Sample]) -> BTreeMap<&str, Vec<&Sample>> {
+    let mut by_key: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
+    for s in samples.iter().filter(|s| s.from_leader()) {
+        by_key.entry(s.key.as_str()).or_default().push(s);
+    }
+    by_key
 }
 
 /// The op indexes named by the examples shown.
@@ -583,10 +601,7 @@ fn hw_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<Stri
             });
         }
         let sampled: Vec<(f64, f64)> = ctx
-            .files
-            .samples
-            .iter()
-            .filter(|s| &s.key == key && s.from_leader())
+            .leader_samples(key)
             .filter_map(|s| s.high_watermark.map(|hw| (s.time as f64 / 1e9, hw as f64)))
             .collect();
         y_max = sampled.iter().map(|p| p.1).fold(y_max, f64::max);
@@ -790,9 +805,8 @@ fn isr_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<Str
     let mut y_max = 1f64;
     for (n, key) in keys.iter().enumerate() {
         let rgb = PALETTE[n % PALETTE.len()];
-        let raw: Vec<(f64, f64)> = samples
-            .iter()
-            .filter(|s| &s.key == key && s.from_leader())
+        let raw: Vec<(f64, f64)> = ctx
+            .leader_samples(key)
             .filter_map(|s| {
                 s.isr
                     .as_ref()
