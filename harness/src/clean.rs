@@ -62,22 +62,38 @@ fn clean_record(record: &RunState, dir: &Path, report: &mut CleanReport) -> Resu
     Ok(())
 }
 
-/// Whether the process that wrote the record still runs and is a Tidewater process (a pid
-/// reused by something else does not count).
+/// Whether the process that wrote the record still runs: same pid and same start time (a
+/// reused pid does not count). Records without a start time fall back to the process name.
 fn harness_alive(record: &RunState) -> bool {
-    if record.harness_pid == std::process::id() {
-        return true;
+    use crate::cluster::local::sys::process_start_ticks;
+    let Some(ticks) = process_start_ticks(record.harness_pid) else {
+        return false;
+    };
+    if record.harness_start_ticks != 0 {
+        return ticks == record.harness_start_ticks;
     }
     let exe = std::fs::read_link(format!("/proc/{}/exe", record.harness_pid));
-    let cmdline = std::fs::read(format!("/proc/{}/cmdline", record.harness_pid));
-    match (exe, cmdline) {
-        (Ok(exe), Ok(cmdline)) => {
-            let name = exe
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            name.starts_with("tidewater") || String::from_utf8_lossy(&cmdline).contains("tidewater")
-        }
-        _ => false,
+    exe.is_ok_and(|e| e.to_string_lossy().contains("tidewater"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_live_only_while_its_exact_process_runs() {
+        let me = std::process::id();
+        let ticks = crate::cluster::local::sys::process_start_ticks(me).unwrap();
+        let mut record = RunState {
+            run_id: "x".into(),
+            harness_pid: me,
+            harness_start_ticks: ticks,
+            ..RunState::default()
+        };
+        assert!(harness_alive(&record));
+        record.harness_start_ticks = ticks + 1;
+        assert!(!harness_alive(&record), "same pid, another process");
+        record.harness_pid = u32::MAX;
+        assert!(!harness_alive(&record), "no such process");
     }
 }

@@ -470,6 +470,7 @@ impl LocalCluster {
         let state = RunState {
             run_id: spec.run_id.clone(),
             harness_pid: std::process::id(),
+            harness_start_ticks: sys::process_start_ticks(std::process::id()).unwrap_or(0),
             run_dir: spec.run_dir.clone(),
             ..RunState::default()
         };

@@ -21,8 +21,12 @@ const KILL_WAIT_MAX: Duration = Duration::from_secs(5);
 pub struct RunState {
     /// The run's short id, part of every name below.
     pub run_id: String,
-    /// The harness process that created it (for the reader; not used to decide anything).
+    /// The harness process that created it.
     pub harness_pid: u32,
+    /// That process's start time (clock ticks since boot, `/proc/PID/stat` field 22), so a
+    /// reused pid is not mistaken for a live harness. 0 when unknown.
+    #[serde(default)]
+    pub harness_start_ticks: u64,
     /// The run directory (data and logs are kept: they are the evidence).
     pub run_dir: PathBuf,
     /// The bridge, once its creation started.
@@ -179,6 +183,7 @@ mod tests {
         let state = RunState {
             run_id: "ab12".into(),
             harness_pid: 7,
+            harness_start_ticks: 12,
             run_dir: "/tmp/run".into(),
             bridge: Some("twab12br".into()),
             namespaces: vec!["tw-ab12-c1".into()],

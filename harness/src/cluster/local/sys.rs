@@ -73,6 +73,14 @@ pub fn process_state(pid: i32) -> Option<char> {
     rest.split_whitespace().next()?.chars().next()
 }
 
+/// A process's start time in clock ticks since boot (`/proc/PID/stat` field 22).
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name: state is field 3, starttime field 22.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
