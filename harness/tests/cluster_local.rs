@@ -79,6 +79,7 @@ fn helper_node() {
     match std::env::var("TW_HELPER_MODE").as_deref() {
         Ok("server") => serve(),
         Ok("cluster") => own_a_cluster_until_killed(),
+        Ok("cluster-panic") => own_a_cluster_then_panic(),
         _ => {}
     }
 }
@@ -126,6 +127,24 @@ fn own_a_cluster_until_killed() {
     loop {
         std::thread::sleep(Duration::from_secs(1));
     }
+}
+
+/// Builds and starts a cluster like [`own_a_cluster_until_killed`], then panics: unwinding
+/// drops the cluster, which must tear it down.
+fn own_a_cluster_then_panic() {
+    let id = std::env::var("TW_RUN_ID").unwrap();
+    let subnet = std::env::var("TW_SUBNET").unwrap();
+    let dir = std::env::var("TW_DIR").unwrap();
+    let cluster = LocalCluster::create(raw_spec(&id, &subnet, 2, Path::new(&dir))).unwrap();
+    cluster.start_all().unwrap();
+    cluster.pause("n1").unwrap();
+    let pids: Vec<String> = cluster
+        .node_names()
+        .iter()
+        .map(|n| cluster.pid(n).unwrap().unwrap().to_string())
+        .collect();
+    println!("READY {}", pids.join(" "));
+    panic!("a bug in the harness");
 }
 
 /// Connects to `addr` from inside namespace `ns` (or from the host) and reads the answer.
@@ -395,9 +414,14 @@ fn partitions_with_ip_rules_drop_peers_until_healed() {
 /// Starts this binary as a child that owns a cluster (paused node, partition in force) and
 /// returns it with the node pids it reported.
 fn spawn_cluster_owner(id: &str, subnet: &str, dir: &Path) -> (std::process::Child, Vec<i32>) {
+    spawn_helper("cluster", id, subnet, dir)
+}
+
+fn spawn_helper(mode: &str, id: &str, subnet: &str, dir: &Path) -> (std::process::Child, Vec<i32>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["helper_node", "--exact", "--ignored", "--nocapture"])
-        .env("TW_HELPER_MODE", "cluster")
+        .env("TW_HELPER_MODE", mode)
+        .env("RUST_BACKTRACE", "0")
         .env("TW_RUN_ID", id)
         .env("TW_SUBNET", subnet)
         .env("TW_DIR", dir)
@@ -506,4 +530,38 @@ fn a_subnet_in_use_or_a_taken_run_id_is_refused_before_creating_anything() {
         Path::new(tidewater::cluster::local::state::DEFAULT_STATE_DIR),
         &[],
     );
+}
+
+#[test]
+fn a_panic_while_owning_a_cluster_leaves_nothing_behind() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = Path::new(tidewater::cluster::local::state::DEFAULT_STATE_DIR);
+    if state_dir.join("tc8.json").exists() {
+        tidewater::clean::clean_run(state_dir, "tc8").unwrap();
+    }
+    let (child, pids) = spawn_helper("cluster-panic", "tc8", "10.213.7.0/24", dir.path());
+    let mut child = KillOnDrop(child);
+    let status = child.0.wait().unwrap();
+    assert!(!status.success(), "the helper test panicked: {status:?}");
+    assert_nothing_left("tc8", state_dir, &pids);
+}
+
+#[test]
+fn a_failed_setup_removes_what_it_had_created() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The node directories cannot be created under a regular file: setup fails after the
+    // bridge, the first namespace and its veth exist.
+    let blocker = dir.path().join("not-a-directory");
+    std::fs::write(&blocker, "").unwrap();
+    let spec = spec("tc9", "10.213.9.0/24", 2, &blocker.join("run"));
+    let state_dir = spec.state_dir.clone();
+    let err = LocalCluster::create(spec).err().expect("setup fails");
+    assert!(err.to_string().contains("not-a-directory"), "{err}");
+    assert_nothing_left("tc9", &state_dir, &[]);
 }
