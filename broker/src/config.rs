@@ -110,6 +110,8 @@ pub struct Config {
     /// `controller.address`: base URL of the controller (`http://HOST:PORT`); `None` runs a
     /// single broker without a controller.
     pub controller_address: Option<String>,
+    /// `max.connections`: open client connections at most; more wait in the listen backlog.
+    pub max_connections: usize,
     /// `auto.create.topics.enable`: produce to an unknown topic creates it. Off by default here
     /// (Kafka's default is on) because a typo in a test would otherwise create a topic silently.
     pub auto_create_topics_enable: bool,
@@ -150,6 +152,7 @@ impl Default for Config {
             broker_heartbeat_interval_ms: 500,
             controller_address: None,
             auto_create_topics_enable: false,
+            max_connections: 4096,
             replica_high_watermark_checkpoint_interval_ms: 5_000,
             unsafe_truncate_to_hw_enable: false,
             unsafe_serve_lagging_hw_enable: false,
@@ -176,6 +179,7 @@ pub const SETTINGS: &[Setting] = &[
     setting("process.roles", "broker", "`broker` or `controller`; the CLI's `--role` overrides it."),
     setting("broker.id", "0", "This node's id in metadata, ISRs and the controller's registry."),
     setting("listeners", "http://127.0.0.1:9092", "Address the HTTP API binds, `http://HOST:PORT` (HOST: an IP, a resolvable name, or empty for all interfaces); port 0 picks a free port and the binary prints `listening on HOST:PORT` on stdout."),
+    setting("max.connections", "4096", "Open connections at most; further clients wait in the listen backlog until one closes (Kafka: unlimited; bounded here so a client that leaks connections meets a clear limit, not the file descriptor limit)."),
     setting("advertised.listeners", "", "URL others use to reach this node; empty = the bound address."),
     setting("log.dirs", "/tmp/tidewater-logs", "Comma-separated directories for partition logs; the first also holds the topic catalog `topics.json`."),
     setting("log.dir", "/tmp/tidewater-logs", "A single log directory; used when `log.dirs` is not set."),
@@ -399,6 +403,11 @@ impl Config {
                 self.broker_heartbeat_interval_ms = parse_positive(name, value)?
             }
             "controller.address" => self.controller_address = optional_url(name, value)?,
+            "max.connections" => {
+                self.max_connections = parse_positive(name, value)?
+                    .try_into()
+                    .map_err(|_| invalid(name, value, "too large"))?
+            }
             "auto.create.topics.enable" => {
                 self.auto_create_topics_enable = parse_bool(name, value)?
             }

@@ -87,3 +87,45 @@ fn second_broker_on_the_same_log_dir_is_refused() {
     assert_eq!(code, Some(1));
     assert!(stderr.contains("already locked"), "{stderr}");
 }
+
+/// Sends one keep-alive request on a raw connection and waits for its answer, so the broker has
+/// certainly accepted the connection; the connection stays open.
+fn held_connection(address: &str) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .write_all(b"GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 512];
+    while !String::from_utf8_lossy(&answer).contains("pong") {
+        let n = stream.read(&mut buffer).unwrap();
+        assert!(n > 0, "connection closed before the answer");
+        answer.extend_from_slice(&buffer[..n]);
+    }
+    stream
+}
+
+#[tokio::test]
+async fn connections_beyond_max_connections_wait_until_one_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("logs"), &["max.connections=2"]);
+    let address = broker.url.trim_start_matches("http://").to_string();
+    // `Broker::start` used (and closed) one connection to check readiness; hold both permits now.
+    let first = held_connection(&address);
+    let _second = held_connection(&address);
+    let third = tokio::spawn({
+        let client = Client::new(&broker.url);
+        async move { client.get("/v1/ping").await }
+    });
+    // A correct broker never answers while both connections are open; a broken one answers at
+    // once, which this check catches (a slow machine can only make it pass, never fail).
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !third.is_finished(),
+        "a third connection was served beyond max.connections=2"
+    );
+    drop(first);
+    let (status, body) = third.await.unwrap();
+    assert_eq!((status, body), (200, serde_json::json!("pong")));
+}
