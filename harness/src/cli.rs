@@ -410,6 +410,12 @@ fn print_results(results: &CheckResults) {
     if results.anomalies.is_empty() {
         println!("no anomalies");
     }
+    if let Some(m) = results.stats.get("acked_missing_from_final_reads") {
+        println!(
+            "acknowledged writes missing from the final reads: {} of {} ({} unconfirmed)",
+            m["missing"], m["acked"], m["unconfirmed"]
+        );
+    }
 }
 
 fn check_command(args: CheckArgs) -> i32 {
@@ -428,13 +434,19 @@ fn check_command(args: CheckArgs) -> i32 {
                     return EXIT_HARNESS;
                 }
             };
-            // Without final-read.json we cannot tell whether the reads completed: say not.
-            let completed = FinalReads::load(&dir).is_some_and(|f| f.completed);
-            let settings = match RunConfig::load(&dir.config()) {
-                Ok(c) => runner::check_settings(&c, completed),
-                Err(_) => from_flags(completed),
-            };
-            (dir.history(), settings, Some(dir))
+            // Without final-reads.json we cannot tell whether the reads completed: say not.
+            let final_reads = FinalReads::load(&dir).unwrap_or_default();
+            if let Ok(config) = RunConfig::load(&dir.config()) {
+                // A stored run: judge it exactly as the run itself did.
+                return match runner::check_run(&config, &dir, &final_reads) {
+                    Ok(results) => finish_check(&results, Some(&dir)),
+                    Err(e) => {
+                        eprintln!("tidewater: {e}");
+                        EXIT_HARNESS
+                    }
+                };
+            }
+            (dir.history(), from_flags(final_reads.completed), Some(dir))
         }
         (None, Some(h)) => (h.clone(), from_flags(!args.final_reads_incomplete), None),
         (None, None) => unreachable!("clap requires RUN_DIR or --history"),
@@ -453,7 +465,12 @@ fn check_command(args: CheckArgs) -> i32 {
             return EXIT_HARNESS;
         }
     };
-    print_results(&results);
+    finish_check(&results, run_dir.as_ref())
+}
+
+/// Prints the results, stores them in the run directory (if any) and returns the exit code.
+fn finish_check(results: &CheckResults, run_dir: Option<&RunDir>) -> i32 {
+    print_results(results);
     match run_dir {
         Some(dir) => {
             let text = serde_json::to_string_pretty(&results).expect("results serialize") + "\n";
@@ -465,7 +482,7 @@ fn check_command(args: CheckArgs) -> i32 {
         }
         None => println!(
             "{}",
-            serde_json::to_string_pretty(&results).expect("results serialize")
+            serde_json::to_string_pretty(results).expect("results serialize")
         ),
     }
     println!("verdict: {}", results.valid.as_str());

@@ -169,14 +169,31 @@ impl Recorder {
     }
 
     /// Records a nemesis op given in full (e.g. with an `error`). `start-X` marks fault X
-    /// active and `stop-X` inactive for the progress display.
+    /// active (per node when the value lists nodes: `kill:n1`) and `stop-X` inactive (those
+    /// nodes, or every X when the value lists none), for the progress display.
     pub fn nemesis_op(&self, op: Op) {
         {
             let mut faults = self.faults_active.lock().expect("faults lock");
+            let nodes: Vec<&str> = op
+                .value
+                .as_array()
+                .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+                .unwrap_or_default();
             if let Some(kind) = op.f.strip_prefix("start-") {
-                faults.insert(kind.to_string());
+                if nodes.is_empty() {
+                    faults.insert(kind.to_string());
+                }
+                for n in &nodes {
+                    faults.insert(format!("{kind}:{n}"));
+                }
             } else if let Some(kind) = op.f.strip_prefix("stop-") {
-                faults.remove(kind);
+                if nodes.is_empty() {
+                    let prefix = format!("{kind}:");
+                    faults.retain(|f| f != kind && !f.starts_with(&prefix));
+                }
+                for n in &nodes {
+                    faults.remove(&format!("{kind}:{n}"));
+                }
             }
         }
         self.record(op);
@@ -310,7 +327,11 @@ mod tests {
         assert_eq!(ops[4000].process, Process::Nemesis);
         assert_eq!(ops[4000].kind, OpType::Info);
         assert_eq!(rec.faults_active(), vec!["partition".to_string()]);
+        rec.nemesis("start-kill", json!(["n1", "n2"]));
+        rec.nemesis("stop-kill", json!(["n1"]));
+        assert_eq!(rec.faults_active(), vec!["kill:n2", "partition"]);
         rec.nemesis("stop-partition", json!(null));
+        rec.nemesis("stop-kill", json!(null));
         assert!(rec.faults_active().is_empty());
     }
 

@@ -437,7 +437,15 @@ impl BrokerClient {
                     self.forget_leader(key);
                     tokio::time::sleep(Duration::from_millis(self.config.retry_backoff_ms)).await;
                 }
-                other => return other,
+                Err(e) => {
+                    // A leader that timed out or broke the connection may be cut off or
+                    // paused: ask the metadata again before the next op goes there.
+                    if matches!(e.cause, ErrorCause::Timeout | ErrorCause::Transport) {
+                        self.forget_leader(key);
+                    }
+                    return Err(e);
+                }
+                ok => return ok,
             }
         }
     }

@@ -8,12 +8,14 @@
 //! - `workload`: worker tasks running the queue workload under a rate limit.
 //! - `sampler`: `samples.jsonl`, each broker's partition status every 500 ms.
 //! - `final_reads`: reading every partition from its log start after recovery.
+//! - `missing`: acknowledged writes missing from the final reads (a figure in the results).
 //! - `faults`: the bridge to the nemesis (schedule, running it, the final heal step).
 //! - this file: [`run`], which sequences the phases and never leaves a cluster behind.
 
 pub mod config;
 pub mod faults;
 pub mod final_reads;
+pub mod missing;
 pub mod sampler;
 pub mod workload;
 
