@@ -198,12 +198,9 @@ fn the_ssh_backend_controls_processes_and_partitions_hosts() {
         nodes: hosts
             .nodes()
             .iter()
-            .map(|n| SshNode {
-                name: n.name.clone(),
-                host: format!("root@{}", n.ip),
-                ip: n.ip,
-            })
+            .map(|n| SshNode::new(n.name.clone(), format!("root@{}", n.ip), n.ip))
             .collect(),
+        ..SshSpec::default()
     };
     // sshd may take a moment to listen.
     let deadline = Instant::now() + SETTLE_MAX;

@@ -1,15 +1,26 @@
 //! The ssh backend: nodes are hosts (Vagrant VMs, or any machines) reached with the system
-//! `ssh`, for nightly runs on real networks. See `docs/cluster.md#the-ssh-backend`.
+//! `ssh`, for nightly runs on real networks. The cluster file format and the whole workflow
+//! are described in `docs/ssh.md`; [`crate::cluster_file`] reads the file.
 //!
 //! Two ways to control the broker on a host:
 //! - `systemd` (default, what `vagrant/provision.sh` installs): the harness writes the run's
 //!   settings to `/etc/tidewater/broker.toml` and the role to `/etc/tidewater/role.env`, then
 //!   drives the `tidewater-broker` unit (`systemctl start/stop`, `systemctl kill -s SIG...`).
-//! - `process`: the harness starts the binary itself with `setsid` in `remote_dir`, keeps its
-//!   pid in `remote_dir/broker.pid` and signals its process group.
+//! - `process`: the harness starts the binary itself with `setsid` in the node's remote
+//!   directory, keeps its pid in `broker.pid` there and signals its process group.
+//!
+//! Every command goes through [`transport::SshRemote`]: one master connection per host, batch
+//! mode, a connection timeout, a bound on each command and bounded retries of connection
+//! failures. Before anything changes on any host, a preflight checks every host at once
+//! (reachable, `sudo -n` works, iptables present, unit or binary present) and reports every
+//! problem in one error.
 //!
 //! Network faults use iptables on each host, in Tidewater's own chain (see [`crate::net::rules`]);
 //! the `ip rule` fallback is refused here because it would reorder the host's own rules.
+
+pub mod transport;
+
+pub use transport::{Limits, Remote, SshRemote, Target};
 
 use super::guard::{self, Teardown};
 use super::{node_settings, Cluster, Error, NodeInfo, Result, Role, CONTROLLER};
@@ -18,12 +29,11 @@ use crate::net::rules::{commands_script, Cmd, NodeShell, RuleNet};
 use crate::net::{Net, CLIENT};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::net::Ipv4Addr;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// How the broker is run on each host.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,16 +46,51 @@ pub enum Control {
     Process,
 }
 
-/// One host.
+/// One host. The optional fields override the cluster file's top-level values for this host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SshNode {
     /// `c1` or `nK`.
     pub name: String,
-    /// The ssh destination: `user@address`, or a `Host` of the ssh config.
+    /// The ssh destination: an address, `user@address`, or a `Host` of the ssh config file.
     pub host: String,
-    /// The address the other nodes and the harness reach it at.
+    /// The address the other nodes and the harness reach it at (its broker listens there).
     pub ip: Ipv4Addr,
+    /// Login user (`ssh -l`).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// ssh port (`ssh -p`).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// An ssh config file (`ssh -F`), e.g. the output of `vagrant ssh-config`.
+    #[serde(default)]
+    pub ssh_config: Option<PathBuf>,
+    /// A private key (`ssh -i`).
+    #[serde(default)]
+    pub identity_file: Option<PathBuf>,
+    /// Prefix privileged commands with `sudo -n`.
+    #[serde(default)]
+    pub sudo: Option<bool>,
+    /// This host's remote directory (data, log, pid file).
+    #[serde(default)]
+    pub remote_dir: Option<String>,
+}
+
+impl SshNode {
+    /// A host with every override left to the cluster file's top-level values.
+    pub fn new(name: impl Into<String>, host: impl Into<String>, ip: Ipv4Addr) -> SshNode {
+        SshNode {
+            name: name.into(),
+            host: host.into(),
+            ip,
+            user: None,
+            port: None,
+            ssh_config: None,
+            identity_file: None,
+            sudo: None,
+            remote_dir: None,
+        }
+    }
 }
 
 fn default_http_port() -> u16 {
@@ -69,21 +114,49 @@ fn default_config_path() -> String {
 fn default_stop_timeout_s() -> u64 {
     10
 }
+fn default_connect_timeout_s() -> u64 {
+    5
+}
+fn default_command_timeout_s() -> u64 {
+    60
+}
+fn default_ssh_retries() -> u32 {
+    2
+}
 
-/// A cluster file (`--cluster-file cluster.toml`): the hosts and how to reach them.
+/// Bound on hosts in one cluster file (one thread per host during setup and teardown).
+pub const HOSTS_MAX: usize = 64;
+
+/// A cluster file (`tidewater run --cluster cluster.toml`): the hosts and how to reach them.
+///
+/// Paths (`ssh_config`, `identity_file`, `install_binary`) are taken as written; the
+/// [`crate::cluster_file`] loader resolves relative ones against the file's directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SshSpec {
     /// Port of every node's HTTP listener.
     #[serde(default = "default_http_port")]
     pub http_port: u16,
-    /// The harness host's address as the nodes see it; needed to cut clients off.
+    /// The harness host's address as the nodes see it, to cut clients off; found out from
+    /// `$SSH_CLIENT` on the controller's host when not set.
     #[serde(default)]
     pub client_ip: Option<Ipv4Addr>,
-    /// Extra `ssh` arguments, e.g. `["-F", "vagrant/ssh-config"]`.
+    /// Login user for every host (`ssh -l`); a node's `user` wins.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// ssh port for every host; a node's `port` wins.
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// ssh config file for every host (`ssh -F`), e.g. `vagrant ssh-config > ssh-config`.
+    #[serde(default)]
+    pub ssh_config: Option<PathBuf>,
+    /// Private key for every host (`ssh -i`).
+    #[serde(default)]
+    pub identity_file: Option<PathBuf>,
+    /// Extra `ssh` arguments for every host, after the ones above.
     #[serde(default)]
     pub ssh_options: Vec<String>,
-    /// Prefix remote commands with `sudo -n` (needed unless logging in as root).
+    /// Prefix privileged commands with `sudo -n` (needed unless logging in as root).
     #[serde(default = "default_true")]
     pub sudo: bool,
     /// systemd unit or plain process.
@@ -93,19 +166,34 @@ pub struct SshSpec {
     /// `{node}` is replaced by the node's name (for hosts that share a file system).
     #[serde(default = "default_remote_dir")]
     pub remote_dir: String,
-    /// The broker binary on the hosts (process control).
+    /// The broker binary on the hosts (`{node}` as in `remote_dir`). Process control runs it;
+    /// under systemd it must be the unit's `ExecStart` binary for `install_binary` to matter.
     #[serde(default = "default_binary")]
     pub binary: String,
+    /// A broker binary on this machine to copy to every host's `binary` before the run (only
+    /// where the content differs); `"auto"` means the harness's own (`TIDEWATER_BROKER_BIN`, or
+    /// the one next to `tidewater`, or built with cargo). Unset: use what the hosts have.
+    #[serde(default)]
+    pub install_binary: Option<String>,
     /// The systemd unit (systemd control).
     #[serde(default = "default_unit")]
     pub unit: String,
-    /// The unit's settings file (systemd control); `role.env` goes next to it.
+    /// The unit's settings file (systemd control; `{node}` allowed); `role.env` goes next to it.
     #[serde(default = "default_config_path")]
     pub config_path: String,
     /// Bound between SIGTERM and SIGKILL (process control; systemd uses `TimeoutStopSec`).
     #[serde(default = "default_stop_timeout_s")]
     pub stop_timeout_s: u64,
-    /// Delete every node's data when the cluster is set up, so runs are independent.
+    /// ssh `ConnectTimeout`, in seconds: how soon an unreachable host is reported.
+    #[serde(default = "default_connect_timeout_s")]
+    pub connect_timeout_s: u64,
+    /// Bound on one remote command, in seconds (a binary upload gets more per MiB).
+    #[serde(default = "default_command_timeout_s")]
+    pub command_timeout_s: u64,
+    /// How many times a failed ssh connection is retried during the run (not in preflight).
+    #[serde(default = "default_ssh_retries")]
+    pub ssh_retries: u32,
+    /// Delete every node's data and log when the cluster is set up, so runs are independent.
     #[serde(default = "default_true")]
     pub wipe_on_setup: bool,
     /// The hosts: `c1` and `n1..nN`.
@@ -113,8 +201,36 @@ pub struct SshSpec {
     pub nodes: Vec<SshNode>,
 }
 
+impl Default for SshSpec {
+    fn default() -> SshSpec {
+        SshSpec {
+            http_port: default_http_port(),
+            client_ip: None,
+            user: None,
+            port: None,
+            ssh_config: None,
+            identity_file: None,
+            ssh_options: vec![],
+            sudo: true,
+            control: Control::default(),
+            remote_dir: default_remote_dir(),
+            binary: default_binary(),
+            install_binary: None,
+            unit: default_unit(),
+            config_path: default_config_path(),
+            stop_timeout_s: default_stop_timeout_s(),
+            connect_timeout_s: default_connect_timeout_s(),
+            command_timeout_s: default_command_timeout_s(),
+            ssh_retries: default_ssh_retries(),
+            wipe_on_setup: true,
+            nodes: vec![],
+        }
+    }
+}
+
 impl SshSpec {
-    /// Reads a cluster file.
+    /// Reads a cluster file as written (relative paths untouched); see
+    /// [`crate::cluster_file::load`] for the loader that resolves them.
     pub fn load(path: &Path) -> Result<SshSpec> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
@@ -124,7 +240,9 @@ impl SshSpec {
         Ok(spec)
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Checks the node list (`c1` and `n1..nN`, each once, distinct hosts and addresses) and
+    /// the bounds.
+    pub fn validate(&self) -> Result<()> {
         let names: BTreeSet<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
         let brokers = self.nodes.len().saturating_sub(1);
         let expected: BTreeSet<String> = std::iter::once(CONTROLLER.to_string())
@@ -137,7 +255,34 @@ impl SshSpec {
                 "nodes must be c1 and n1..nN, each once; got {names:?}"
             )));
         }
+        if brokers == 0 || self.nodes.len() > HOSTS_MAX {
+            return Err(Error::Config(format!(
+                "a cluster needs c1 and 1 to {} brokers; got {brokers}",
+                HOSTS_MAX - 1
+            )));
+        }
+        let hosts: BTreeSet<(&str, Option<u16>)> = self
+            .nodes
+            .iter()
+            .map(|n| (n.host.as_str(), n.port.or(self.port)))
+            .collect();
+        let ips: BTreeSet<Ipv4Addr> = self.nodes.iter().map(|n| n.ip).collect();
+        if hosts.len() != self.nodes.len() || ips.len() != self.nodes.len() {
+            return Err(Error::Config(
+                "every node needs its own host (or port) and its own ip".into(),
+            ));
+        }
+        if self.connect_timeout_s == 0 || self.command_timeout_s == 0 {
+            return Err(Error::Config(
+                "connect_timeout_s and command_timeout_s must be at least 1".into(),
+            ));
+        }
         Ok(())
+    }
+
+    /// The number of broker hosts (every node but `c1`).
+    pub fn brokers(&self) -> usize {
+        self.nodes.len().saturating_sub(1)
     }
 
     /// The nodes as the harness addresses them, controller first.
@@ -163,71 +308,43 @@ impl SshSpec {
         nodes.sort_by_key(|n| n.broker_id.unwrap_or(0));
         nodes
     }
-}
 
-/// Runs shell scripts on hosts.
-pub trait Remote: Send + Sync {
-    /// Runs `script` (POSIX sh) on `host` with `stdin`; its stdout on exit status 0.
-    fn run(&self, host: &str, script: &str, stdin: &[u8]) -> Result<String>;
-}
-
-/// [`Remote`] over the system `ssh`, in batch mode (never prompts), with a connection timeout
-/// and a shared master connection per host so repeated commands are fast.
-pub struct SshRemote {
-    /// Extra arguments (`-F FILE`, `-i KEY`, ...).
-    options: Vec<String>,
-}
-
-impl SshRemote {
-    /// A remote with extra `ssh` arguments.
-    pub fn new(options: Vec<String>) -> SshRemote {
-        SshRemote { options }
+    fn host(&self, node: &str) -> Result<&SshNode> {
+        self.nodes
+            .iter()
+            .find(|n| n.name == node)
+            .ok_or_else(|| Error::UnknownNode(node.to_string()))
     }
-}
 
-impl Remote for SshRemote {
-    fn run(&self, host: &str, script: &str, stdin: &[u8]) -> Result<String> {
-        let fixed = [
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "ConnectTimeout=5",
-            "-o",
-            "ServerAliveInterval=5",
-            "-o",
-            "ControlMaster=auto",
-            "-o",
-            "ControlPath=/tmp/tidewater-ssh-%C",
-            "-o",
-            "ControlPersist=60",
-        ];
-        let mut child = Command::new("ssh")
-            .args(fixed)
-            .args(&self.options)
-            .arg(host)
-            .arg("--")
-            .arg(script)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::io("run ssh", e))?;
-        if let Some(mut input) = child.stdin.take() {
-            input
-                .write_all(stdin)
-                .map_err(|e| Error::io(format!("write to ssh {host}"), e))?;
+    /// How to reach `node`: its destination and the ssh options, node values first.
+    pub fn target(&self, node: &SshNode) -> Target {
+        let mut options = vec![];
+        if let Some(f) = node.ssh_config.as_ref().or(self.ssh_config.as_ref()) {
+            options.extend(["-F".to_string(), f.display().to_string()]);
         }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| Error::io(format!("wait for ssh {host}"), e))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(Error::Command {
-                command: format!("ssh {host} {script}"),
-                status: out.status.code(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            })
+        if let Some(k) = node.identity_file.as_ref().or(self.identity_file.as_ref()) {
+            options.extend(["-i".to_string(), k.display().to_string()]);
+            options.extend(["-o".to_string(), "IdentitiesOnly=yes".to_string()]);
+        }
+        if let Some(u) = node.user.as_ref().or(self.user.as_ref()) {
+            options.extend(["-l".to_string(), u.clone()]);
+        }
+        if let Some(p) = node.port.or(self.port) {
+            options.extend(["-p".to_string(), p.to_string()]);
+        }
+        options.extend(self.ssh_options.iter().cloned());
+        Target {
+            destination: node.host.clone(),
+            options,
+        }
+    }
+
+    /// The transport bounds of this file.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            connect_timeout: Duration::from_secs(self.connect_timeout_s),
+            command_timeout: Duration::from_secs(self.command_timeout_s),
+            retries: self.ssh_retries,
         }
     }
 }
@@ -248,13 +365,19 @@ pub fn quote(word: &str) -> String {
 struct Scripts<'a> {
     /// The cluster file.
     spec: &'a SshSpec,
-    /// `remote_dir` for this node.
+    /// This node's remote directory.
     dir: String,
+    /// This node's broker binary.
+    binary: String,
+    /// This node's settings file (systemd control).
+    config_path: String,
+    /// Whether privileged commands go through `sudo -n`.
+    sudo: bool,
 }
 
 impl<'a> Scripts<'a> {
     fn sudo(&self, script: &str) -> String {
-        if self.spec.sudo {
+        if self.sudo {
             format!("sudo -n sh -c {}", quote(script))
         } else {
             script.to_string()
@@ -262,14 +385,25 @@ impl<'a> Scripts<'a> {
     }
 
     fn new(spec: &'a SshSpec, node: &str) -> Scripts<'a> {
+        let host = spec.host(node).ok();
+        let dir = host
+            .and_then(|h| h.remote_dir.clone())
+            .unwrap_or_else(|| spec.remote_dir.clone());
         Scripts {
             spec,
-            dir: spec.remote_dir.replace("{node}", node),
+            dir: dir.replace("{node}", node),
+            binary: spec.binary.replace("{node}", node),
+            config_path: spec.config_path.replace("{node}", node),
+            sudo: host.and_then(|h| h.sudo).unwrap_or(spec.sudo),
         }
     }
 
     fn data_dir(&self) -> String {
         format!("{}/data", self.dir)
+    }
+
+    fn log_file(&self) -> String {
+        quote(&format!("{}/broker.log", self.dir))
     }
 
     fn unit(&self) -> String {
@@ -375,17 +509,34 @@ impl<'a> Scripts<'a> {
         self.sudo(&format!("rm -rf {data} && mkdir -p {data}"))
     }
 
-    fn read_log(&self) -> String {
+    /// Wipes the data and empties the log, so the logs collected after a run are its own.
+    fn wipe_all(&self) -> String {
+        let data = quote(&self.data_dir());
         self.sudo(&format!(
-            "cat {} 2>/dev/null || true",
-            quote(&format!("{}/broker.log", self.dir))
+            "rm -rf {data} && mkdir -p {data} && : > {log}",
+            log = self.log_file()
         ))
+    }
+
+    fn read_log(&self) -> String {
+        self.sudo(&format!("cat {} 2>/dev/null || true", self.log_file()))
+    }
+
+    /// The unit's own messages (start, stop, killed by a signal), where systemd manages it.
+    fn read_journal(&self) -> Option<String> {
+        match self.spec.control {
+            Control::Systemd => Some(self.sudo(&format!(
+                "journalctl --no-pager -o short-iso -n 5000 -u {} 2>&1 || true",
+                self.unit()
+            ))),
+            Control::Process => None,
+        }
     }
 
     /// Writes the settings file (stdin) and the role for the systemd unit.
     fn configure(&self, role: Role) -> String {
-        let config = quote(&self.spec.config_path);
-        let dir = Path::new(&self.spec.config_path)
+        let config = quote(&self.config_path);
+        let dir = Path::new(&self.config_path)
             .parent()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "/etc/tidewater".into());
@@ -394,6 +545,67 @@ impl<'a> Scripts<'a> {
             "mkdir -p {d} && cat > {config} && echo TIDEWATER_ROLE={role} > {role_env}",
             d = quote(&dir),
             role = role.as_flag()
+        ))
+    }
+
+    /// Checks run before anything changes: prints `client=ADDR` (the harness host as this host
+    /// sees it) and one `problem: ...` line per missing prerequisite. Exits 0 unless the shell
+    /// itself fails, so a problem is told apart from an unreachable host.
+    fn preflight(&self, installing: bool) -> String {
+        let mut checks = vec![
+            "command -v iptables >/dev/null 2>&1 || test -x /usr/sbin/iptables || \
+             test -x /sbin/iptables || echo 'problem: iptables is not installed'"
+                .to_string(),
+        ];
+        match self.spec.control {
+            Control::Systemd => checks.push(format!(
+                "systemctl cat {u} >/dev/null 2>&1 || echo 'problem: no systemd unit {u} \
+                 (install it as vagrant/provision.sh does, or use control = \"process\")'",
+                u = self.unit()
+            )),
+            Control::Process => {
+                checks.push(
+                    "command -v setsid >/dev/null 2>&1 || echo 'problem: setsid is missing'".into(),
+                );
+                if !installing {
+                    checks.push(format!(
+                        "test -x {b} || echo 'problem: {b} is not an executable (install it, \
+                         or set install_binary in the cluster file)'",
+                        b = quote(&self.binary)
+                    ));
+                }
+            }
+        }
+        let checks = self.sudo(&checks.join("; "));
+        let sudo_check = if self.sudo {
+            "sudo -n true 2>/dev/null || { echo \"problem: sudo -n fails for $(id -un) \
+             (passwordless sudo is needed, or sudo = false when logging in as root)\"; exit 0; }; "
+        } else {
+            ""
+        };
+        format!("echo \"client=${{SSH_CLIENT%% *}}\"; {sudo_check}{checks}; true")
+    }
+
+    /// Prints the sha256 of the installed binary (nothing if there is none).
+    fn binary_digest(&self) -> String {
+        self.sudo(&format!(
+            "sha256sum {} 2>/dev/null | cut -d' ' -f1; true",
+            quote(&self.binary)
+        ))
+    }
+
+    /// Replaces the binary with stdin, atomically (a reader never sees half a file; hosts that
+    /// share a file system may upload at the same time, hence the per-shell temporary name).
+    fn install_binary(&self) -> String {
+        let bin = quote(&self.binary);
+        let dir = Path::new(&self.binary)
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| ".".into());
+        self.sudo(&format!(
+            "mkdir -p {d} && cat > {bin}.tw-new.$$ && chmod 0755 {bin}.tw-new.$$ && \
+             mv -f {bin}.tw-new.$$ {bin}",
+            d = quote(&dir)
         ))
     }
 }
@@ -415,24 +627,77 @@ fn settings_toml(settings: &[(String, String)]) -> String {
     out
 }
 
+/// The sha256 of a local file, with the system's `sha256sum` (the hosts use the same tool).
+fn local_digest(path: &Path) -> Result<String> {
+    let out = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .map_err(|e| Error::io("run sha256sum", e))?;
+    if !out.status.success() {
+        return Err(Error::Command {
+            command: format!("sha256sum {}", path.display()),
+            status: out.status.code(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text.split_whitespace().next().unwrap_or("").to_string())
+}
+
+/// Runs `f` for every node at once (hosts are independent; a slow one must not delay the
+/// rest), returning each node's result in the order given.
+fn on_each<T: Send>(
+    nodes: &[String],
+    f: impl Fn(&str) -> Result<T> + Sync,
+) -> Vec<(String, Result<T>)> {
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = nodes
+            .iter()
+            .map(|n| (n.clone(), s.spawn(move || f(n))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|(n, h)| {
+                let result = h
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::State(format!("the thread for {n} panicked"))));
+                (n, result)
+            })
+            .collect()
+    })
+}
+
+/// The first error of `on_each`'s results, naming its node.
+fn first_error<T>(results: Vec<(String, Result<T>)>, what: &str) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(results.len());
+    for (node, r) in results {
+        out.push(r.map_err(|e| Error::State(format!("{what} on {node}: {e}")))?);
+    }
+    Ok(out)
+}
+
 /// Runs rule commands on a host over the [`Remote`].
 struct RemoteShell {
     /// Runs the scripts.
     remote: Arc<dyn Remote>,
-    /// Node name -> ssh destination.
-    hosts: BTreeMap<String, String>,
-    /// Whether to use sudo.
-    sudo: bool,
+    /// Node name -> (host key for the remote, whether to use sudo).
+    hosts: BTreeMap<String, (String, bool)>,
+}
+
+impl RemoteShell {
+    fn host(&self, node: &str) -> Result<&(String, bool)> {
+        self.hosts
+            .get(node)
+            .ok_or_else(|| Error::UnknownNode(node.to_string()))
+    }
 }
 
 impl NodeShell for RemoteShell {
     fn exec(&self, node: &str, argv: &[String]) -> Result<()> {
-        let host = self
-            .hosts
-            .get(node)
-            .ok_or_else(|| Error::UnknownNode(node.to_string()))?;
+        let (host, sudo) = self.host(node)?;
         let words: Vec<String> = argv.iter().map(|a| quote(a)).collect();
-        let script = if self.sudo {
+        let script = if *sudo {
             format!("sudo -n {}", words.join(" "))
         } else {
             words.join(" ")
@@ -444,14 +709,68 @@ impl NodeShell for RemoteShell {
         if cmds.is_empty() {
             return Ok(());
         }
-        let host = self
-            .hosts
-            .get(node)
-            .ok_or_else(|| Error::UnknownNode(node.to_string()))?;
-        let prefix = if self.sudo { "sudo -n " } else { "" };
+        let (host, sudo) = self.host(node)?;
+        let prefix = if *sudo { "sudo -n " } else { "" };
         let script = commands_script(cmds, prefix, quote);
         self.remote.run(host, &script, b"").map(|_| ())
     }
+}
+
+/// What the preflight found on one host.
+struct Preflight {
+    /// The harness host's address as this host sees it (`$SSH_CLIENT`).
+    client_ip: Option<Ipv4Addr>,
+    /// Missing prerequisites.
+    problems: Vec<String>,
+}
+
+/// Checks every host at once, before anything changes on any of them; one error lists every
+/// unreachable host and every problem. Returns the client address the controller's host saw.
+pub fn preflight(
+    spec: &SshSpec,
+    remote: &dyn Remote,
+    installing: bool,
+) -> Result<Option<Ipv4Addr>> {
+    let names: Vec<String> = spec.nodes.iter().map(|n| n.name.clone()).collect();
+    let results = on_each(&names, |node| {
+        let host = spec.host(node)?;
+        let out = remote.probe(&host.host, &Scripts::new(spec, node).preflight(installing))?;
+        let mut found = Preflight {
+            client_ip: None,
+            problems: vec![],
+        };
+        for line in out.lines() {
+            if let Some(ip) = line.strip_prefix("client=") {
+                found.client_ip = ip.trim().parse().ok();
+            } else if let Some(p) = line.strip_prefix("problem: ") {
+                found.problems.push(p.to_string());
+            }
+        }
+        Ok(found)
+    });
+    let mut lines = vec![];
+    let mut client_ip = None;
+    for (node, result) in results {
+        let host = &spec.host(&node)?.host;
+        match result {
+            Err(e) => lines.push(format!("  {node} ({host}): unreachable over ssh: {e}")),
+            Ok(found) => {
+                for p in found.problems {
+                    lines.push(format!("  {node} ({host}): {p}"));
+                }
+                if node == CONTROLLER {
+                    client_ip = found.client_ip;
+                }
+            }
+        }
+    }
+    if !lines.is_empty() {
+        return Err(Error::State(format!(
+            "ssh cluster preflight failed, nothing was changed on any host:\n{}",
+            lines.join("\n")
+        )));
+    }
+    Ok(client_ip)
 }
 
 /// The shared state of an ssh cluster (also reachable from the signal guard).
@@ -468,18 +787,15 @@ struct Inner {
     paused: Mutex<BTreeSet<String>>,
     /// iptables rules on the hosts.
     net: RuleNet,
+    /// The harness host's address as the hosts see it (cluster file, else `$SSH_CLIENT`).
+    client_ip: Option<Ipv4Addr>,
     /// Set by the first teardown.
     torn_down: AtomicBool,
 }
 
 impl Inner {
     fn host(&self, node: &str) -> Result<&str> {
-        self.spec
-            .nodes
-            .iter()
-            .find(|n| n.name == node)
-            .map(|n| n.host.as_str())
-            .ok_or_else(|| Error::UnknownNode(node.to_string()))
+        self.spec.host(node).map(|n| n.host.as_str())
     }
 
     fn run(&self, node: &str, script: &str) -> Result<String> {
@@ -497,7 +813,7 @@ impl Inner {
 
     fn argv(&self, node: &NodeInfo) -> Vec<String> {
         let mut argv = vec![
-            self.spec.binary.clone(),
+            self.scripts(&node.name).binary,
             "--role".into(),
             node.role.as_flag().into(),
         ];
@@ -508,17 +824,47 @@ impl Inner {
         argv
     }
 
+    fn names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    /// Stops every broker left running, clears the data and log, writes the settings.
+    fn prepare_hosts(&self) -> Result<()> {
+        let results = on_each(&self.names(), |node| {
+            let info = self.nodes.iter().find(|n| n.name == node).expect("a node");
+            let scripts = self.scripts(node);
+            self.run(node, &scripts.stop())?;
+            if self.spec.wipe_on_setup {
+                self.run(node, &scripts.wipe_all())?;
+            }
+            if self.spec.control == Control::Systemd {
+                let toml = settings_toml(&self.node_settings(info));
+                let configure = scripts.configure(info.role);
+                self.remote
+                    .run(self.host(node)?, &configure, toml.as_bytes())?;
+            }
+            Ok(())
+        });
+        first_error(results, "setup").map(|_| ())
+    }
+
     fn teardown(&self) -> Result<()> {
         if self.torn_down.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
         let mut first_error = self.net.heal().err();
-        for node in &self.nodes {
-            let stopped = self.run(&node.name, &self.scripts(&node.name).stop());
-            if let Err(e) = stopped {
-                first_error.get_or_insert(e);
+        let stopped = on_each(&self.names(), |node| {
+            self.run(node, &self.scripts(node).stop()).map(|_| ())
+        });
+        for (node, result) in stopped {
+            if let Err(e) = result {
+                first_error.get_or_insert(Error::State(format!("stop {node}: {e}")));
             }
         }
+        self.paused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         first_error.map_or(Ok(()), Err)
     }
 }
@@ -549,13 +895,20 @@ pub struct SshCluster {
 impl SshCluster {
     /// Connects to every host with the system `ssh` and prepares them (see [`Self::with_remote`]).
     pub fn create(spec: SshSpec, settings: Vec<(String, String)>) -> Result<SshCluster> {
-        let remote = Arc::new(SshRemote::new(spec.ssh_options.clone()));
+        spec.validate()?;
+        let targets = spec
+            .nodes
+            .iter()
+            .map(|n| (n.host.clone(), spec.target(n)))
+            .collect();
+        let remote = Arc::new(SshRemote::new(targets, spec.limits())?);
         SshCluster::with_remote(spec, settings, remote)
     }
 
-    /// Prepares every host through `remote`: checks it answers, stops a broker left running,
-    /// removes Tidewater's iptables rules left by an earlier run, wipes the data (unless
-    /// `wipe_on_setup` is off) and, under systemd, writes this run's settings. Starts nothing.
+    /// Prepares every host through `remote`: the [`preflight`] of every host, then Tidewater's
+    /// iptables rules left by an earlier run are removed, a broker left running is stopped, the
+    /// data and log are wiped (unless `wipe_on_setup` is off) and, under systemd, this run's
+    /// settings are written. Starts nothing.
     pub fn with_remote(
         spec: SshSpec,
         settings: Vec<(String, String)>,
@@ -569,21 +922,25 @@ impl SshCluster {
                     .into(),
             ));
         }
+        let seen_client = preflight(&spec, remote.as_ref(), spec.install_binary.is_some())?;
         let nodes = spec.node_infos();
-        let hosts: BTreeMap<String, String> = spec
+        let hosts = spec
             .nodes
             .iter()
-            .map(|n| (n.name.clone(), n.host.clone()))
+            .map(|n| {
+                let sudo = n.sudo.unwrap_or(spec.sudo);
+                (n.name.clone(), (n.host.clone(), sudo))
+            })
             .collect();
         let mut addrs: BTreeMap<String, Ipv4Addr> =
             nodes.iter().map(|n| (n.name.clone(), n.ip)).collect();
-        if let Some(ip) = spec.client_ip {
+        let client_ip = spec.client_ip.or(seen_client);
+        if let Some(ip) = client_ip {
             addrs.insert(CLIENT.to_string(), ip);
         }
         let shell = RemoteShell {
             remote: remote.clone(),
             hosts,
-            sudo: spec.sudo,
         };
         let net = RuleNet::new(Arc::new(shell), Method::Iptables, addrs)?;
         let inner = Inner {
@@ -593,32 +950,49 @@ impl SshCluster {
             remote,
             paused: Mutex::new(BTreeSet::new()),
             net,
+            client_ip,
             torn_down: AtomicBool::new(false),
         };
-        for node in &inner.nodes {
-            inner
-                .run(&node.name, "true")
-                .map_err(|e| Error::Config(format!("cannot reach {} over ssh: {e}", node.name)))?;
-        }
         inner.net.heal()?;
-        for node in &inner.nodes {
-            let scripts = inner.scripts(&node.name);
-            inner.run(&node.name, &scripts.stop())?;
-            if inner.spec.wipe_on_setup {
-                inner.run(&node.name, &scripts.wipe())?;
-            }
-            if inner.spec.control == Control::Systemd {
-                let toml = settings_toml(&inner.node_settings(node));
-                let host = inner.host(&node.name)?;
-                inner
-                    .remote
-                    .run(host, &scripts.configure(node.role), toml.as_bytes())?;
-            }
-        }
+        inner.prepare_hosts()?;
         let inner = Arc::new(inner);
         let weak: std::sync::Weak<dyn Teardown> = Arc::downgrade(&inner) as _;
         guard::register(weak);
         Ok(SshCluster { inner })
+    }
+
+    /// The cluster file this cluster was made from.
+    pub fn spec(&self) -> &SshSpec {
+        &self.inner.spec
+    }
+
+    /// The harness host's address as the hosts see it, if known (needed to cut clients off).
+    pub fn client_ip(&self) -> Option<Ipv4Addr> {
+        self.inner.client_ip
+    }
+
+    /// Copies `local` to every host's `binary`, on all hosts at once, skipping hosts whose
+    /// binary already has the same sha256. Returns the nodes that received a copy.
+    pub fn install_binary(&self, local: &Path) -> Result<Vec<String>> {
+        let digest = local_digest(local)?;
+        let bytes =
+            std::fs::read(local).map_err(|e| Error::io(format!("read {}", local.display()), e))?;
+        let results = on_each(&self.inner.names(), |node| {
+            let scripts = self.inner.scripts(node);
+            let remote_digest = self.inner.run(node, &scripts.binary_digest())?;
+            if remote_digest.trim() == digest {
+                return Ok(None);
+            }
+            let host = self.inner.host(node)?;
+            self.inner
+                .remote
+                .run(host, &scripts.install_binary(), &bytes)?;
+            Ok(Some(node.to_string()))
+        });
+        Ok(first_error(results, "install the broker binary")?
+            .into_iter()
+            .flatten()
+            .collect())
     }
 
     /// Starts every node that is not running, controller first.
@@ -712,11 +1086,20 @@ impl Cluster for SshCluster {
     }
 
     fn collect_logs(&self, node: &str, dest: &Path) -> Result<()> {
-        let log = self.inner.run(node, &self.inner.scripts(node).read_log())?;
+        let scripts = self.inner.scripts(node);
+        let log = self.inner.run(node, &scripts.read_log())?;
         std::fs::create_dir_all(dest)
             .map_err(|e| Error::io(format!("create {}", dest.display()), e))?;
         let path = dest.join("broker.log");
-        std::fs::write(&path, log).map_err(|e| Error::io(format!("write {}", path.display()), e))
+        std::fs::write(&path, log)
+            .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+        if let Some(script) = scripts.read_journal() {
+            let journal = self.inner.run(node, &script)?;
+            let path = dest.join("journal.log");
+            std::fs::write(&path, journal)
+                .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+        }
+        Ok(())
     }
 
     fn net(&self) -> &dyn Net {
@@ -732,11 +1115,13 @@ impl Cluster for SshCluster {
 mod tests {
     use super::*;
 
-    /// Records scripts; fails those containing any of `failing`.
+    /// Records scripts; fails those containing any of `failing`; answers those containing a
+    /// key of `answers` with its value.
     #[derive(Default)]
     struct FakeRemote {
         log: Mutex<Vec<(String, String, String)>>,
         failing: Vec<&'static str>,
+        answers: Vec<(&'static str, &'static str)>,
     }
 
     impl Remote for FakeRemote {
@@ -753,7 +1138,8 @@ mod tests {
                     stderr: String::new(),
                 });
             }
-            Ok(String::new())
+            let answer = self.answers.iter().find(|(k, _)| script.contains(k));
+            Ok(answer.map_or(String::new(), |(_, v)| v.to_string()))
         }
     }
 
@@ -902,7 +1288,9 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(err.contains("cannot reach c1 over ssh"), "{err}");
+        assert!(err.contains("preflight failed"), "{err}");
+        assert!(err.contains("c1 (c1): unreachable over ssh"), "{err}");
+        assert!(err.contains("n1 (n1): unreachable over ssh"), "{err}");
         let mut spec: SshSpec = toml::from_str(SPEC).unwrap();
         spec.nodes[1].name = "n5".into();
         assert!(spec
@@ -918,5 +1306,149 @@ mod tests {
         assert_eq!(quote("a b"), "'a b'");
         assert_eq!(quote("it's"), r"'it'\''s'");
         assert_eq!(quote(""), "''");
+    }
+
+    #[test]
+    fn node_values_override_the_files_values_in_the_ssh_options() {
+        let spec: SshSpec = toml::from_str(
+            r#"
+            user = "vagrant"
+            port = 22
+            identity_file = "/keys/id"
+            ssh_options = ["-o", "LogLevel=ERROR"]
+            [[node]]
+            name = "c1"
+            host = "10.0.0.10"
+            ip = "10.0.0.10"
+            [[node]]
+            name = "n1"
+            host = "n1"
+            ip = "10.0.0.11"
+            user = "root"
+            port = 2201
+            ssh_config = "/tmp/ssh-config"
+            "#,
+        )
+        .unwrap();
+        spec.validate().unwrap();
+        assert_eq!(
+            spec.target(&spec.nodes[0]).options.join(" "),
+            "-i /keys/id -o IdentitiesOnly=yes -l vagrant -p 22 -o LogLevel=ERROR"
+        );
+        assert_eq!(
+            spec.target(&spec.nodes[1]).options.join(" "),
+            "-F /tmp/ssh-config -i /keys/id -o IdentitiesOnly=yes -l root -p 2201 -o LogLevel=ERROR"
+        );
+    }
+
+    #[test]
+    fn per_node_paths_and_sudo_come_from_the_node_or_the_node_name() {
+        let mut spec: SshSpec = toml::from_str(SPEC).unwrap();
+        spec.remote_dir = "/srv/{node}".into();
+        spec.binary = "/srv/{node}/bin/broker".into();
+        spec.nodes[0].remote_dir = Some("/data/controller".into());
+        spec.nodes[0].sudo = Some(false);
+        let c1 = Scripts::new(&spec, "c1");
+        assert_eq!(c1.data_dir(), "/data/controller/data");
+        assert!(!c1.wipe().starts_with("sudo"), "{}", c1.wipe());
+        let n1 = Scripts::new(&spec, "n1");
+        assert_eq!(n1.data_dir(), "/srv/n1/data");
+        assert_eq!(n1.binary, "/srv/n1/bin/broker");
+        assert!(n1.wipe().starts_with("sudo -n sh -c"), "{}", n1.wipe());
+    }
+
+    #[test]
+    fn preflight_reports_every_problem_of_every_host_at_once() {
+        let remote = Arc::new(FakeRemote {
+            answers: vec![(
+                "client=",
+                "client=192.168.56.1\nproblem: iptables is not installed\n",
+            )],
+            ..FakeRemote::default()
+        });
+        let spec: SshSpec = toml::from_str(SPEC).unwrap();
+        let err = SshCluster::with_remote(spec, vec![], remote.clone())
+            .err()
+            .unwrap()
+            .to_string();
+        for node in ["c1 (c1)", "n1 (n1)", "n2 (vagrant@192.168.56.12)"] {
+            assert!(
+                err.contains(&format!("{node}: iptables is not installed")),
+                "{err}"
+            );
+        }
+        let log = remote.log.lock().unwrap();
+        assert_eq!(log.len(), 3, "nothing but the preflight ran: {log:?}");
+        assert!(log[0].1.contains("sudo -n true"), "{}", log[0].1);
+        assert!(log[0].1.contains("systemctl cat tidewater-broker"));
+    }
+
+    #[test]
+    fn the_client_address_is_learnt_from_ssh_client_when_not_given() {
+        let remote = Arc::new(FakeRemote {
+            answers: vec![("client=", "client=10.9.0.1\n")],
+            ..FakeRemote::default()
+        });
+        let mut spec: SshSpec = toml::from_str(SPEC).unwrap();
+        spec.client_ip = None;
+        let c = SshCluster::with_remote(spec, vec![], remote.clone()).unwrap();
+        assert_eq!(c.client_ip(), Some(Ipv4Addr::new(10, 9, 0, 1)));
+        remote.log.lock().unwrap().clear();
+        c.net()
+            .partition(&crate::net::cut_clients(&["n1".to_string()]))
+            .unwrap();
+        let log = remote.log.lock().unwrap();
+        assert!(log
+            .iter()
+            .any(|(h, s, _)| h == "n1" && s.contains("-A TIDEWATER -s 10.9.0.1/32 -j DROP")));
+    }
+
+    #[test]
+    fn a_binary_is_uploaded_only_where_its_digest_differs() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("broker");
+        std::fs::write(&local, b"binary v2").unwrap();
+        let digest = local_digest(&local).unwrap();
+        assert_eq!(digest.len(), 64);
+        let same: &'static str = Box::leak(format!("{digest}\n").into_boxed_str());
+        // c1 has this binary already, n1 another one, n2 none.
+        let remote = Arc::new(HostAnswers {
+            inner: FakeRemote::default(),
+            digest_of: BTreeMap::from([
+                ("c1", same),
+                ("n1", "0000\n"),
+                ("vagrant@192.168.56.12", ""),
+            ]),
+        });
+        let spec: SshSpec = toml::from_str(SPEC).unwrap();
+        let c = SshCluster::with_remote(spec, vec![], remote.clone()).unwrap();
+        let mut installed = c.install_binary(&local).unwrap();
+        installed.sort();
+        assert_eq!(installed, ["n1", "n2"]);
+        let log = remote.inner.log.lock().unwrap();
+        let upload = log
+            .iter()
+            .find(|(h, s, _)| h == "n1" && s.contains(".tw-new."))
+            .expect("an upload to n1");
+        assert_eq!(upload.2, "binary v2");
+        assert!(upload.1.contains(
+            "mv -f /usr/local/bin/tidewater-broker.tw-new.$$ /usr/local/bin/tidewater-broker"
+        ));
+    }
+
+    /// Answers `sha256sum` per host.
+    struct HostAnswers {
+        inner: FakeRemote,
+        digest_of: BTreeMap<&'static str, &'static str>,
+    }
+
+    impl Remote for HostAnswers {
+        fn run(&self, host: &str, script: &str, stdin: &[u8]) -> Result<String> {
+            let out = self.inner.run(host, script, stdin)?;
+            if script.contains("sha256sum") {
+                return Ok(self.digest_of.get(host).copied().unwrap_or("").to_string());
+            }
+            Ok(out)
+        }
     }
 }
