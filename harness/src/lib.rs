@@ -9,6 +9,8 @@
 //! - `progress`: the live progress display (a bar on a terminal, log lines otherwise).
 //! - `cluster`: the `Cluster` trait (start, stop, kill, pause, resume, wipe, logs) and its
 //!   backends: `local` (network namespaces and a bridge on this machine) and `noop`.
+//! - `cluster_file`: cluster files (`tidewater run --cluster FILE`) for the `ssh` backend
+//!   (remote hosts such as the Vagrant VMs of `vagrant/`).
 //! - `net`: partitions as grudges (pure builders) and the iptables / `ip rule` rules applying them.
 //! - `clean`: `tidewater clean`, removing what interrupted local runs left behind.
 //! - `nemesis`: fault injection: targets, fault plans (`harness/plans/`), the seeded random
@@ -17,6 +19,7 @@
 pub mod clean;
 pub mod cli;
 pub mod cluster;
+pub mod cluster_file;
 pub mod nemesis;
 pub mod net;
 pub mod progress;

@@ -1,0 +1,234 @@
+//! Cluster files: the TOML that points `tidewater run --cluster FILE` at remote hosts (the
+//! ssh backend, [`crate::cluster::ssh`]), e.g. `vagrant/cluster.toml`. The format is
+//! [`SshSpec`]; `docs/ssh.md` describes every field.
+//!
+//! Paths in the file (`ssh_config`, `identity_file`, `install_binary`) are relative to the
+//! file's directory, so `vagrant/cluster.toml` can name `ssh-config` next to it whatever the
+//! working directory is.
+
+use crate::cluster::ssh::{SshCluster, SshSpec};
+use crate::cluster::{local, Cluster, Error, Result};
+use crate::runner::config::RunConfig;
+use crate::runner::ClusterFactory;
+use crate::store::RunDir;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The `install_binary` value meaning "the harness's own broker binary".
+pub const INSTALL_AUTO: &str = "auto";
+
+/// Reads and checks a cluster file, resolving its relative paths against its directory.
+pub fn load(path: &Path) -> Result<SshSpec> {
+    let mut spec = SshSpec::load(path)?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let resolve = |p: &mut PathBuf| {
+        if p.is_relative() {
+            *p = base.join(&*p);
+        }
+    };
+    spec.ssh_config.as_mut().map(resolve);
+    spec.identity_file.as_mut().map(resolve);
+    for node in &mut spec.nodes {
+        node.ssh_config.as_mut().map(resolve);
+        node.identity_file.as_mut().map(resolve);
+    }
+    if let Some(bin) = spec.install_binary.as_mut() {
+        if bin != INSTALL_AUTO && Path::new(bin).is_relative() {
+            *bin = base.join(&*bin).display().to_string();
+        }
+    }
+    for file in spec
+        .ssh_config
+        .iter()
+        .chain(spec.nodes.iter().filter_map(|n| n.ssh_config.as_ref()))
+    {
+        if !file.is_file() {
+            return Err(Error::Config(format!(
+                "{}: ssh_config {} does not exist (for Vagrant: `vagrant ssh-config > {}`)",
+                path.display(),
+                file.display(),
+                file.display()
+            )));
+        }
+    }
+    Ok(spec)
+}
+
+/// The local broker binary a cluster file asks to install, if any.
+pub fn binary_to_install(spec: &SshSpec) -> Result<Option<PathBuf>> {
+    match spec.install_binary.as_deref() {
+        None => Ok(None),
+        Some(INSTALL_AUTO) => local::find_broker_binary().map(Some),
+        Some(path) => {
+            let path = PathBuf::from(path);
+            if path.is_file() {
+                Ok(Some(path))
+            } else {
+                Err(Error::Config(format!(
+                    "install_binary {} is not a file",
+                    path.display()
+                )))
+            }
+        }
+    }
+}
+
+/// Opens the cluster of a cluster file for a run with broker `settings` (Kafka names): checks
+/// every host (one error listing every unreachable host or missing prerequisite, within
+/// `connect_timeout_s`), stops what an earlier run left, wipes data and logs, installs the
+/// broker binary where asked and where it differs, then starts the controller and brokers.
+///
+/// `brokers`, when given, must match the file (the run's `--nodes`).
+pub fn open_cluster_file(
+    path: &Path,
+    settings: Vec<(String, String)>,
+    brokers: Option<usize>,
+) -> Result<SshCluster> {
+    let spec = load(path)?;
+    if let Some(n) = brokers {
+        if n != spec.brokers() {
+            return Err(Error::Config(format!(
+                "{} lists {} brokers but the run asks for {n} (--nodes)",
+                path.display(),
+                spec.brokers()
+            )));
+        }
+    }
+    // Find or build the binary before touching any host, so a build failure changes nothing.
+    let binary = binary_to_install(&spec)?;
+    let cluster = SshCluster::create(spec, settings)?;
+    if let Some(binary) = binary {
+        let copied = cluster.install_binary(&binary)?;
+        tracing::info!(
+            "broker binary {} installed on {copied:?} (the other hosts had it)",
+            binary.display()
+        );
+    }
+    cluster.start_all()?;
+    Ok(cluster)
+}
+
+/// The number of brokers a cluster file lists (for the run's `nodes` setting).
+pub fn brokers_in(path: &Path) -> Result<usize> {
+    load(path).map(|spec| spec.brokers())
+}
+
+/// The runner's cluster factory for a cluster file: [`open_cluster_file`] with the run's
+/// `--set` settings. The run directory is not needed on the hosts; node logs are copied into
+/// it at teardown by the runner.
+pub fn cluster_factory(path: PathBuf) -> ClusterFactory {
+    Box::new(move |config: &RunConfig, _run_dir: &RunDir| {
+        let settings = config
+            .sets
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let cluster = open_cluster_file(&path, settings, Some(config.nodes))
+            .map_err(|e| format!("cluster file {}: {e}", path.display()))?;
+        Ok(Arc::new(cluster) as Arc<dyn Cluster>)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    const NODES: &str = r#"
+        [[node]]
+        name = "c1"
+        host = "c1"
+        ip = "192.168.56.10"
+        [[node]]
+        name = "n1"
+        host = "n1"
+        ip = "192.168.56.11"
+        identity_file = "/abs/key"
+    "#;
+
+    #[test]
+    fn relative_paths_are_resolved_against_the_files_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "ssh-config", "Host c1\n");
+        let text = format!(
+            "ssh_config = \"ssh-config\"\nidentity_file = \"keys/id\"\n\
+             install_binary = \"bin/broker\"\n{NODES}"
+        );
+        let spec = load(&write(dir.path(), "cluster.toml", &text)).unwrap();
+        assert_eq!(spec.ssh_config, Some(dir.path().join("ssh-config")));
+        assert_eq!(spec.identity_file, Some(dir.path().join("keys/id")));
+        assert_eq!(spec.nodes[1].identity_file, Some(PathBuf::from("/abs/key")));
+        let bin = dir.path().join("bin/broker").display().to_string();
+        assert_eq!(spec.install_binary.as_deref(), Some(bin.as_str()));
+        assert_eq!(spec.brokers(), 1);
+    }
+
+    #[test]
+    fn a_missing_ssh_config_says_how_to_make_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("ssh_config = \"ssh-config\"\n{NODES}");
+        let err = load(&write(dir.path(), "cluster.toml", &text))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("vagrant ssh-config >"), "{err}");
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_node_lists_are_refused_with_the_file_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("sudoo = false\n{NODES}");
+        let err = load(&write(dir.path(), "typo.toml", &text))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("typo.toml") && err.contains("sudoo"), "{err}");
+        let text = NODES.replace("\"n1\"", "\"n2\"");
+        let err = load(&write(dir.path(), "gap.toml", &text))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("c1 and n1..nN"), "{err}");
+    }
+
+    #[test]
+    fn the_run_must_ask_for_as_many_brokers_as_the_file_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "cluster.toml", NODES);
+        let err = open_cluster_file(&path, vec![], Some(3))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("lists 1 brokers but the run asks for 3"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_binary_to_install_is_refused_before_any_host_is_touched() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("install_binary = \"nope/broker\"\n{NODES}");
+        let path = write(dir.path(), "cluster.toml", &text);
+        let err = open_cluster_file(&path, vec![], None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("nope/broker is not a file"), "{err}");
+    }
+
+    #[test]
+    fn the_shipped_vagrant_cluster_file_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vagrant/cluster.toml");
+        let spec = SshSpec::load(&path).unwrap();
+        assert_eq!(spec.brokers(), 3);
+        assert_eq!(spec.nodes[0].ip.to_string(), "192.168.56.10");
+        assert_eq!(spec.install_binary.as_deref(), Some(INSTALL_AUTO));
+        assert_eq!(
+            spec.client_ip.map(|ip| ip.to_string()).as_deref(),
+            Some("192.168.56.1")
+        );
+    }
+}
