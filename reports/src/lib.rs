@@ -4,6 +4,7 @@
 //!
 //! - `report`: `report.html` of one run (verdict, settings, anomalies with examples, plots
 //!   with fault windows, summary of operations). Entry point [`render_run`].
+//! - `figures`: the six plots of a run report, each with legend and caption.
 //! - `index`: `store/index.html` listing every run, with a verdict trend per matrix cell.
 //!   Entry point [`render_index`].
 //! - `matrix`: the comparison page of a settings matrix and its JUnit XML. Entry points
@@ -23,6 +24,7 @@ pub mod downsample;
 pub mod error;
 pub mod examples;
 pub mod faults;
+mod figures;
 pub mod history_scan;
 pub mod html;
 pub mod index;
