@@ -84,7 +84,7 @@ impl Measured {
             sorted[((sorted.len() - 1) as f64 * p) as usize] as f64 / 1000.0
         };
         format!(
-            "| {:<22} | {:>10.0} | {:>11.0} | {:>8.1} | {:>7.2} | {:>7.2} |",
+            "| {:<23} | {:>10.0} | {:>11.0} | {:>8.1} | {:>7.2} | {:>7.2} |",
             self.name,
             self.requests as f64 / self.seconds,
             self.records as f64 / self.seconds,
@@ -305,10 +305,10 @@ async fn main() {
     );
 
     println!(
-        "| scenario               | requests/s |   records/s |     MB/s |  p50 ms |  p99 ms |"
+        "| scenario                | requests/s |   records/s |     MB/s |  p50 ms |  p99 ms |"
     );
     println!(
-        "|------------------------|-----------:|------------:|---------:|--------:|--------:|"
+        "|-------------------------|-----------:|------------:|---------:|--------:|--------:|"
     );
     for row in &rows {
         println!("{}", row.row());
