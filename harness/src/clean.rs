@@ -63,10 +63,15 @@ fn clean_record(record: &RunState, dir: &Path, report: &mut CleanReport) -> Resu
 }
 
 /// Whether the process that wrote the record still runs: same pid and same start time (a
-/// reused pid does not count). Records without a start time fall back to the process name.
+/// reused pid does not count), and not a zombie. Records without a start time fall back to the process name.
 fn harness_alive(record: &RunState) -> bool {
-    use crate::cluster::local::sys::process_start_ticks;
-    let Some(ticks) = process_start_ticks(record.harness_pid) else {
+    use crate::cluster::local::sys::{process_start_ticks, process_state};
+    // A killed harness may linger as a zombie until its parent reaps it: that is gone too.
+    let pid = record.harness_pid;
+    if matches!(process_state(pid as i32), None | Some('Z' | 'X')) {
+        return false;
+    }
+    let Some(ticks) = process_start_ticks(pid) else {
         return false;
     };
     if record.harness_start_ticks != 0 {
@@ -95,5 +100,33 @@ mod tests {
         assert!(!harness_alive(&record), "same pid, another process");
         record.harness_pid = u32::MAX;
         assert!(!harness_alive(&record), "no such process");
+    }
+
+    #[test]
+    fn a_killed_harness_that_is_still_a_zombie_is_not_live() {
+        use crate::cluster::local::sys::{process_start_ticks, process_state};
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let record = RunState {
+            run_id: "z".into(),
+            harness_pid: pid,
+            harness_start_ticks: process_start_ticks(pid).unwrap(),
+            ..RunState::default()
+        };
+        assert!(harness_alive(&record));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        // Not reaped yet: the kernel keeps it as a zombie until we wait for it.
+        while process_state(pid as i32) != Some('Z') {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!harness_alive(&record));
+        child.wait().unwrap();
     }
 }
