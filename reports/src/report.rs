@@ -227,6 +227,27 @@ fn command_line(v: Option<&Value>) -> String {
     }
 }
 
+/// The stored fault schedule in a line: RunConfig stores a plan (`description`, `step`
+/// list); a bare list of steps is counted.
+fn schedule_summary(schedule: Option<&Value>) -> Option<String> {
+    let schedule = schedule?;
+    let steps = schedule
+        .get("step")
+        .or(Some(schedule))
+        .and_then(Value::as_array)
+        .map(Vec::len);
+    let described = schedule
+        .get("description")
+        .or_else(|| schedule.get("name"))
+        .and_then(Value::as_str);
+    match (described, steps) {
+        (Some(d), Some(n)) => Some(format!("{d} ({n} steps)")),
+        (Some(d), None) => Some(d.to_string()),
+        (None, Some(n)) => Some(format!("{n} steps")),
+        (None, None) => None,
+    }
+}
+
 fn settings_section(files: &RunFiles) -> String {
     const KNOWN: [(&str, &str); 9] = [
         ("name", "test"),
@@ -241,7 +262,7 @@ fn settings_section(files: &RunFiles) -> String {
     ];
     let mut out = String::from("<section id=\"settings\"><h2>Settings</h2><table>");
     for (key, label) in KNOWN {
-        if let Some(v) = files.config.get(key) {
+        if let Some(v) = files.config.get(key).filter(|v| !v.is_null()) {
             let _ = write!(
                 out,
                 "<tr><th>{label}</th><td><code>{}</code></td></tr>",
@@ -286,12 +307,12 @@ fn settings_section(files: &RunFiles) -> String {
         }
         out.push_str("</table>");
     }
-    if let Some(steps) = files.config.get("schedule").and_then(Value::as_array) {
+    if let Some(schedule) = schedule_summary(files.config.get("schedule")) {
         let _ = write!(
             out,
-            "<p>Fault schedule: {} steps (in config.json; the Faults section shows when \
-             each fault was in effect).</p>",
-            steps.len()
+            "<p>Fault schedule: {} (in config.json; the Faults section shows when each fault \
+             was in effect).</p>",
+            esc(&schedule)
         );
     }
     // The harness's `--replay` repeats any stored run, so it is the fallback command.
@@ -529,6 +550,19 @@ mod tests {
         assert_eq!(percentile(&v, 1.0), Some(100));
         assert_eq!(percentile(&[7], 0.5), Some(7));
         assert_eq!(percentile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn schedules_are_summarised_by_description_and_steps() {
+        let plan = serde_json::json!({"name": "random", "description": "kill every 4 s",
+                                      "step": [{"action": "kill"}, {"action": "start"}]});
+        assert_eq!(
+            schedule_summary(Some(&plan)).unwrap(),
+            "kill every 4 s (2 steps)"
+        );
+        let steps = serde_json::json!([{"at_s": 1}]);
+        assert_eq!(schedule_summary(Some(&steps)).unwrap(), "1 steps");
+        assert_eq!(schedule_summary(Some(&serde_json::json!(null))), None);
     }
 
     #[test]

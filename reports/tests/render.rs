@@ -320,7 +320,7 @@ fn report_reads_the_harness_run_config_shape() {
         "<td><code>unclean.leader.election.enable</code></td><td><code>true</code></td>"
     ));
     assert!(html.contains("<code>kill,partition</code>"));
-    assert!(html.contains("Fault schedule: 2 steps"));
+    assert!(html.contains("Fault schedule: 2 steps (in config.json"));
     assert!(html.contains(&format!(
         "<pre id=\"reproduce\">tidewater run --replay {}</pre>",
         dir.display()
