@@ -3,7 +3,7 @@
 //! [`SshSpec`]; `docs/ssh.md` describes every field.
 //!
 //! Paths in the file (`ssh_config`, `identity_file`, `install_binary`) are relative to the
-//! file's directory, so `vagrant/cluster.toml` can name `ssh-config` next to it whatever the
+//! file's directory (`~/` is the home directory), so `vagrant/cluster.toml` can name `ssh-config` next to it whatever the
 //! working directory is.
 
 use crate::cluster::ssh::{SshCluster, SshSpec};
@@ -21,8 +21,11 @@ pub const INSTALL_AUTO: &str = "auto";
 pub fn load(path: &Path) -> Result<SshSpec> {
     let mut spec = SshSpec::load(path)?;
     let base = path.parent().unwrap_or(Path::new("."));
+    let home = std::env::var_os("HOME").map(PathBuf::from);
     let resolve = |p: &mut PathBuf| {
-        if p.is_relative() {
+        if let (Ok(rest), Some(home)) = (p.strip_prefix("~"), home.as_ref()) {
+            *p = home.join(rest);
+        } else if p.is_relative() {
             *p = base.join(&*p);
         }
     };
@@ -157,12 +160,14 @@ mod tests {
         write(dir.path(), "ssh-config", "Host c1\n");
         let text = format!(
             "ssh_config = \"ssh-config\"\nidentity_file = \"keys/id\"\n\
-             install_binary = \"bin/broker\"\n{NODES}"
+             install_binary = \"bin/broker\"\n{}",
+            NODES.replace("/abs/key", "~/.ssh/tw")
         );
         let spec = load(&write(dir.path(), "cluster.toml", &text)).unwrap();
         assert_eq!(spec.ssh_config, Some(dir.path().join("ssh-config")));
         assert_eq!(spec.identity_file, Some(dir.path().join("keys/id")));
-        assert_eq!(spec.nodes[1].identity_file, Some(PathBuf::from("/abs/key")));
+        let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+        assert_eq!(spec.nodes[1].identity_file, Some(home.join(".ssh/tw")));
         let bin = dir.path().join("bin/broker").display().to_string();
         assert_eq!(spec.install_binary.as_deref(), Some(bin.as_str()));
         assert_eq!(spec.brokers(), 1);
