@@ -123,7 +123,9 @@ mod tests {
         )
         .unwrap();
         // Not reaped yet: the kernel keeps it as a zombie until we wait for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while process_state(pid as i32) != Some('Z') {
+            assert!(std::time::Instant::now() < deadline, "SIGKILL did not take");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(!harness_alive(&record));

@@ -540,7 +540,8 @@ impl LocalCluster {
 }
 
 /// Refuses names already taken (e.g. by a live or leftover run with the same id) and subnets
-/// already in use on this host, before creating anything.
+/// already in use on this host (an address in it, or a route overlapping it), before
+/// creating anything.
 fn check_free(spec: &LocalSpec) -> Result<()> {
     let bridge = spec.bridge_name();
     let record = RunState::path(&spec.state_dir, &spec.run_id);
@@ -560,6 +561,16 @@ fn check_free(spec: &LocalSpec) -> Result<()> {
         return Err(Error::Config(format!(
             "subnet {}/24 is in use on this host ({ip} is configured); choose another subnet",
             spec.subnet
+        )));
+    }
+    let ours = (spec.subnet, 24);
+    if let Some(route) = sys::host_ipv4_routes()?
+        .into_iter()
+        .find(|r| sys::prefixes_overlap(*r, ours))
+    {
+        return Err(Error::Config(format!(
+            "subnet {}/24 overlaps the route to {}/{} on this host; choose another subnet",
+            spec.subnet, route.0, route.1
         )));
     }
     Ok(())

@@ -65,6 +65,31 @@ pub fn host_ipv4_addrs() -> Result<Vec<std::net::Ipv4Addr>> {
         .collect())
 }
 
+/// The IPv4 prefixes of this host's main routing table (`default` left out).
+pub fn host_ipv4_routes() -> Result<Vec<(std::net::Ipv4Addr, u8)>> {
+    let out = run(&["ip", "-o", "-4", "route", "show", "table", "main"])?;
+    Ok(out
+        .lines()
+        .filter_map(|l| parse_prefix(l.split_whitespace().next()?))
+        .collect())
+}
+
+/// Parses `A.B.C.D/LEN` or a bare address (a /32).
+pub fn parse_prefix(s: &str) -> Option<(std::net::Ipv4Addr, u8)> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, l.parse().ok().filter(|l| *l <= 32)?),
+        None => (s, 32),
+    };
+    Some((addr.parse().ok()?, len))
+}
+
+/// Whether two IPv4 prefixes share any address.
+pub fn prefixes_overlap(a: (std::net::Ipv4Addr, u8), b: (std::net::Ipv4Addr, u8)) -> bool {
+    let len = a.1.min(b.1);
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    u32::from(a.0) & mask == u32::from(b.0) & mask
+}
+
 /// The state letter of a process from `/proc/PID/stat` (`R`, `S`, `T` stopped, `Z`, ...).
 pub fn process_state(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -84,4 +109,20 @@ pub fn process_start_ticks(pid: u32) -> Option<u64> {
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_overlap_when_one_contains_the_other() {
+        let p = |s| parse_prefix(s).unwrap();
+        assert!(prefixes_overlap(p("10.77.0.0/24"), p("10.0.0.0/8")));
+        assert!(prefixes_overlap(p("10.77.0.0/24"), p("10.77.0.5")));
+        assert!(!prefixes_overlap(p("10.77.0.0/24"), p("10.77.1.0/24")));
+        assert!(!prefixes_overlap(p("10.77.0.0/24"), p("172.17.0.0/16")));
+        assert_eq!(parse_prefix("default"), None);
+        assert_eq!(parse_prefix("10.1.2.0/33"), None);
+    }
 }
