@@ -31,6 +31,7 @@ const OK_RGB: Rgb = (31, 119, 180);
 const FAIL_RGB: Rgb = (200, 30, 30);
 const INFO_RGB: Rgb = (255, 127, 14);
 const LOST_RGB: Rgb = (200, 30, 30);
+const MIN_ISR_RGB: Rgb = (150, 150, 150);
 const PALETTE: [Rgb; 10] = [
     (31, 119, 180),
     (255, 127, 14),
@@ -482,6 +483,23 @@ fn isr_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<Str
             points: drawn.into_iter().map(|(x, y)| (x, y + lift)).collect(),
         });
         entries.push((key.clone(), rgb));
+    }
+    // The line that matters for acks=all: below it, sends are refused.
+    let min_isr = ctx
+        .files
+        .settings()
+        .get("min.insync.replicas")
+        .and_then(|v| v.parse::<f64>().ok());
+    if let Some(min_isr) = min_isr {
+        lines.insert(
+            0,
+            Line {
+                rgb: MIN_ISR_RGB,
+                points: vec![(0.0, min_isr), (x_max, min_isr)],
+            },
+        );
+        entries.push((format!("min.insync.replicas = {min_isr}"), MIN_ISR_RGB));
+        y_max = y_max.max(min_isr);
     }
     let svg = plots::draw_time_chart(&TimeChart {
         id: "plot-isr",

@@ -91,6 +91,7 @@ fn report_shows_every_anomaly_with_examples_and_every_plot_with_fault_bands() {
         }
     }
     assert!(figure(&html, "plot-hw").contains("1 observations went back"));
+    assert!(figure(&html, "plot-isr").contains("min.insync.replicas = 2"));
     assert!(figure(&html, "plot-lost-writes").contains("1 lost acknowledged writes"));
 
     // Summary: 6 sends invoked: 4 ok, 1 fail, 1 info.
