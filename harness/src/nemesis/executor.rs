@@ -60,8 +60,8 @@ impl Nemesis {
     }
 
     /// Runs the plan's steps in order, `at_s` counted from `started`, until the plan ends or
-    /// the next step would start at or after `deadline` (tokio instants, so tests can run
-    /// plans on paused time; `tokio::time::Instant::from_std` converts). Waits end at `deadline` too, so this
+    /// the next step would start at or after `deadline` (tokio instants;
+    /// `tokio::time::Instant::from_std` converts). Waits end at `deadline` too, so this
     /// returns soon after it (at most one node stop later); await it rather than cancelling
     /// it, so no fault goes unrecorded. Returns how many steps ran.
     pub async fn run(&mut self, plan: &FaultPlan, started: Instant, deadline: Instant) -> usize {
@@ -94,22 +94,30 @@ impl Nemesis {
             .await;
         self.record("stop-partition", Value::Null, healed.clone().err());
         errors.extend(healed.err());
-        let all = self.cluster.node_names();
-        let paused: Vec<String> = all
-            .iter()
-            .filter(|n| self.cluster.is_paused(n))
-            .cloned()
-            .collect();
+        // Node state queries may be remote round trips (ssh): off the async threads.
+        let paused = self
+            .blocking(|c| {
+                Ok(c.node_names()
+                    .into_iter()
+                    .filter(|n| c.is_paused(n))
+                    .collect::<Vec<_>>())
+            })
+            .await
+            .unwrap_or_default();
         if !paused.is_empty() {
             let e = self.each(&paused, |c, n| c.resume(n)).await;
             self.record("stop-pause", json!(paused), e.clone());
             errors.extend(e);
         }
-        let down: Vec<String> = all
-            .iter()
-            .filter(|n| !self.cluster.is_running(n))
-            .cloned()
-            .collect();
+        let down = self
+            .blocking(|c| {
+                Ok(c.node_names()
+                    .into_iter()
+                    .filter(|n| !c.is_running(n))
+                    .collect::<Vec<_>>())
+            })
+            .await
+            .unwrap_or_default();
         if !down.is_empty() {
             let e = self.each(&down, |c, n| c.start(n)).await;
             self.record("stop-kill", json!(down), e.clone());
