@@ -479,11 +479,23 @@ pub fn check_run(
     let settings = check_settings(config, final_reads.completed).map_err(RunError::Harness)?;
     let mut results =
         checker::check_file(run_dir.history(), &settings).map_err(harness_err("history.jsonl"))?;
+    let file = std::fs::File::open(run_dir.history()).map_err(harness_err("history.jsonl"))?;
+    let missing = missing::acked_missing_from_final_reads(
+        std::io::BufReader::with_capacity(1 << 20, file),
+        |key| {
+            final_reads
+                .by_key
+                .get(key)
+                .is_some_and(KeyCoverage::complete)
+        },
+    )
+    .map_err(harness_err("history.jsonl"))?;
     if let Some(stats) = results.stats.as_object_mut() {
         stats.insert(
             "final_reads".into(),
             serde_json::to_value(final_reads).expect("serializes"),
         );
+        stats.insert("acked_missing_from_final_reads".into(), missing.to_json());
     }
     Ok(results)
 }

@@ -1,0 +1,148 @@
+//! End to end: `tidewater run` against a real local cluster (root only; skipped otherwise),
+//! then `--replay` of that run and `tidewater check` of its stored history.
+//!
+//! Long-ish: two 10-second runs plus setup and teardown, about 40 s in all.
+
+mod run_support;
+
+use run_support::{can_run, history, json, latest, tidewater};
+
+const SUBNET: &str = "10.214.1.0/24";
+
+#[test]
+fn run_prints_the_seed_stores_everything_and_replay_repeats_the_fault_schedule() {
+    if !can_run("run_e2e") {
+        return;
+    }
+    let store = tempfile::tempdir().unwrap();
+    let store_arg = store.path().to_str().unwrap();
+    let first = tidewater(&[
+        "run",
+        "--time-limit",
+        "10",
+        "--nemesis",
+        "kill,partition",
+        "--nemesis-interval",
+        "2",
+        "--seed",
+        "11",
+        "--rate",
+        "50",
+        "--set",
+        "min.insync.replicas=2",
+        "--store",
+        store_arg,
+        "--subnet",
+        SUBNET,
+        "--plain",
+    ]);
+    assert_eq!(first.code, 0, "{}", first.transcript());
+    assert!(
+        first.stderr.starts_with("seed=11\n"),
+        "{}",
+        first.transcript()
+    );
+    let last: Vec<&str> = first.stdout.lines().rev().take(2).collect();
+    assert_eq!(last[0], "verdict: valid", "{}", first.transcript());
+    assert!(last[1].starts_with("report: "), "{}", first.transcript());
+
+    let run_dir = latest(store.path());
+    assert!(run_dir.starts_with(store.path().join("queue")));
+    for file in [
+        "config.json",
+        "history.jsonl",
+        "results.json",
+        "report.html",
+        "harness.log",
+        "samples.jsonl",
+        "final-reads.json",
+        "nodes/n1/broker.log",
+        "nodes/c1/broker.log",
+    ] {
+        assert!(
+            run_dir.join(file).is_file(),
+            "{file} missing in {}",
+            run_dir.display()
+        );
+    }
+    assert!(store.path().join("index.html").is_file());
+    let config = json(&run_dir.join("config.json"));
+    assert_eq!(config["seed"], 11);
+    assert_eq!(json(&run_dir.join("results.json"))["valid"], true);
+    assert_eq!(json(&run_dir.join("final-reads.json"))["completed"], true);
+
+    let ops = history(&run_dir);
+    for (i, op) in ops.iter().enumerate() {
+        assert_eq!(op["index"], i as u64, "indexes are dense");
+    }
+    let nemesis_fs: Vec<String> = ops
+        .iter()
+        .filter(|op| op["process"] == "nemesis")
+        .map(|op| op["f"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        nemesis_fs.iter().any(|f| f.starts_with("start-")),
+        "{nemesis_fs:?}"
+    );
+    assert!(ops
+        .iter()
+        .any(|op| op["final"] == true && op["type"] == "ok"));
+    assert!(ops.iter().any(|op| op["f"] == "send" && op["type"] == "ok"));
+
+    let replay = tidewater(&[
+        "run",
+        "--replay",
+        run_dir.to_str().unwrap(),
+        "--store",
+        store_arg,
+        "--subnet",
+        SUBNET,
+        "--plain",
+    ]);
+    assert_eq!(replay.code, 0, "{}", replay.transcript());
+    assert!(
+        replay.stderr.starts_with("seed=11\n"),
+        "{}",
+        replay.transcript()
+    );
+    let replay_dir = latest(store.path());
+    assert_ne!(replay_dir, run_dir);
+    let replay_config = json(&replay_dir.join("config.json"));
+    assert_eq!(replay_config["schedule"], config["schedule"]);
+    assert_eq!(replay_config["replay_of"], run_dir.to_str().unwrap());
+    let replay_fs: Vec<String> = history(&replay_dir)
+        .iter()
+        .filter(|op| op["process"] == "nemesis")
+        .map(|op| op["f"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        replay_fs, nemesis_fs,
+        "the replay injects the same faults in the same order"
+    );
+
+    // The stored history can be checked again, with the same verdict.
+    let check = tidewater(&["check", run_dir.to_str().unwrap()]);
+    assert_eq!(check.code, 0, "{}", check.transcript());
+    assert!(
+        check.stdout.ends_with("verdict: valid\n"),
+        "{}",
+        check.transcript()
+    );
+}
+
+#[test]
+fn bad_flags_fail_with_a_clear_message_before_anything_starts() {
+    let out = tidewater(&["run", "--acks", "2"]);
+    assert_eq!(out.code, 2, "{}", out.transcript());
+    assert!(out.stderr.contains("--acks"), "{}", out.transcript());
+    let out = tidewater(&["run", "--replication-factor", "5", "--nodes", "3"]);
+    assert_eq!(out.code, 3, "{}", out.transcript());
+    assert!(
+        out.stderr.contains("--replication-factor 5"),
+        "{}",
+        out.transcript()
+    );
+    let out = tidewater(&["run", "--plan", "no-such-plan"]);
+    assert_eq!(out.code, 3, "{}", out.transcript());
+    assert!(out.stderr.contains("no-such-plan"), "{}", out.transcript());
+}
