@@ -107,6 +107,41 @@ pub struct CellPlan {
     pub expectation: Expectation,
 }
 
+impl CellPlan {
+    /// The run settings of this cell: `base` (the matrix's `[run]` table) with the cell's
+    /// run axes (`acks`, `plan`, `nemesis` as a list split at commas), its broker and topic
+    /// settings merged into `sets`, and `matrix_cell` set to the label. Field names are
+    /// RunConfig's, so the runner can fill in its defaults and deserialize.
+    pub fn run_table(&self, base: &toml::Table) -> toml::Table {
+        let mut table = base.clone();
+        for (k, v) in &self.run {
+            let value = if k == "nemesis" {
+                let kinds = v
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty() && *k != "none");
+                toml::Value::Array(kinds.map(|k| toml::Value::String(k.to_string())).collect())
+            } else {
+                toml::Value::String(v.clone())
+            };
+            table.insert(k.clone(), value);
+        }
+        let mut sets = match table.remove("sets") {
+            Some(toml::Value::Table(t)) => t,
+            _ => toml::Table::new(),
+        };
+        for (k, v) in &self.sets {
+            sets.insert(k.clone(), toml::Value::String(v.clone()));
+        }
+        table.insert("sets".into(), toml::Value::Table(sets));
+        table.insert(
+            "matrix_cell".into(),
+            toml::Value::String(self.label.clone()),
+        );
+        table
+    }
+}
+
 /// A TOML value as the text `--set` would take: strings bare, others as TOML writes them.
 fn value_text(v: &toml::Value) -> String {
     match v {
@@ -356,6 +391,40 @@ mod tests {
         assert_eq!(
             file.run.get("time_limit_s"),
             Some(&toml::Value::Integer(30))
+        );
+    }
+
+    #[test]
+    fn a_cells_run_table_merges_base_settings_run_axes_and_sets() {
+        let file = MatrixFile::parse(
+            "name = \"m\"\n[run]\ntime_limit_s = 30\nsets = { \"retention.ms\" = \"-1\" }\n\
+             [axes]\nacks = [\"all\"]\nnemesis = [\"kill,pause\", \"none\"]\n\
+             \"min.insync.replicas\" = [2]",
+        )
+        .unwrap();
+        let cells = file.cells();
+        let table = cells[0].run_table(&file.run);
+        assert_eq!(table["time_limit_s"], toml::Value::Integer(30));
+        assert_eq!(table["acks"], toml::Value::String("all".into()));
+        assert_eq!(
+            table["nemesis"],
+            toml::Value::Array(vec!["kill".into(), "pause".into()])
+        );
+        assert_eq!(
+            table["sets"]["retention.ms"],
+            toml::Value::String("-1".into())
+        );
+        assert_eq!(
+            table["sets"]["min.insync.replicas"],
+            toml::Value::String("2".into())
+        );
+        assert_eq!(
+            table["matrix_cell"],
+            toml::Value::String(cells[0].label.clone())
+        );
+        assert_eq!(
+            cells[1].run_table(&file.run)["nemesis"],
+            toml::Value::Array(vec![])
         );
     }
 
