@@ -61,6 +61,16 @@ fn figure(id: &str, title: &str, svg: &str, legend_html: &str, caption: &str) ->
     )
 }
 
+/// Op `i` as a link when the report lists it (ops named by examples), else as plain text:
+/// the regressions found while drawing are not known before the history is read.
+fn op_ref(ctx: &Ctx, i: u64) -> String {
+    if ctx.scan.referenced.contains_key(&i) {
+        examples::op_link(i)
+    } else {
+        format!("#{i}")
+    }
+}
+
 /// The plots section of a report.
 pub(crate) fn plots_section(ctx: &Ctx) -> Result<String, ReportError> {
     let mut out = String::from("<section id=\"plots\"><h2>Plots</h2>");
@@ -305,9 +315,9 @@ fn hw_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<Stri
             format!(
                 "{} at op {} saw HW {} after op {} had seen {}",
                 esc(&r.key),
-                examples::op_link(r.index),
+                op_ref(ctx, r.index),
                 r.hw,
-                examples::op_link(r.prior_index),
+                op_ref(ctx, r.prior_index),
                 r.prior_hw
             )
         })

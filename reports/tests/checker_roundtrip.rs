@@ -2,6 +2,8 @@
 //! is shown with its examples, and every op an example names is listed with its history line.
 //! This keeps the report in step with the examples' actual fields (docs/checkers.md).
 
+mod common;
+
 use std::collections::BTreeSet;
 use tidewater_reports::render_run;
 use tidewater_reports::report::EXAMPLES_SHOWN_MAX;
@@ -70,6 +72,7 @@ fn report_of_a_checked_history_with_unclean_truncations_shows_every_finding() {
         }
     }
     assert!(!html.contains("not in the history"));
+    common::assert_anchors_resolve(&html);
     let lost = results.anomalies["lost-write"].count;
     assert!(html.contains(&format!("{lost} lost acknowledged writes")));
 }

@@ -106,6 +106,7 @@ fn report_shows_every_anomaly_with_examples_and_every_plot_with_fault_bands() {
     // Fault table: the three windows and the unknown nemesis function.
     assert!(html.contains("compact-logs"));
 
+    common::assert_anchors_resolve(&html);
     // Self-contained.
     for needle in ["http://", "https://", "src=", "<script", "<link", "url("] {
         assert!(!html.contains(needle), "found {needle}");

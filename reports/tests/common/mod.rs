@@ -195,3 +195,19 @@ pub fn fixture_run(dir: &Path, cell: &str, valid: bool) -> Fixture {
         regression_prior,
     }
 }
+
+/// Asserts that every in-page link (`href="#x"`) of `html` has its target (`id="x"`).
+pub fn assert_anchors_resolve(html: &str) {
+    let mut rest = html;
+    let mut checked = 0;
+    while let Some(at) = rest.find("href=\"#") {
+        rest = &rest[at + 7..];
+        let target = &rest[..rest.find('"').unwrap()];
+        assert!(
+            html.contains(&format!("id=\"{target}\"")),
+            "dangling link #{target}"
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no in-page links at all");
+}
