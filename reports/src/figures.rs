@@ -31,7 +31,7 @@ const OK_RGB: Rgb = (31, 119, 180);
 const FAIL_RGB: Rgb = (200, 30, 30);
 const INFO_RGB: Rgb = (255, 127, 14);
 const LOST_RGB: Rgb = (200, 30, 30);
-const MIN_ISR_RGB: Rgb = (150, 150, 150);
+const MIN_ISR_RGB: Rgb = (90, 90, 90);
 const PALETTE: [Rgb; 10] = [
     (31, 119, 180),
     (255, 127, 14),
@@ -195,7 +195,11 @@ fn throughput_figure(
         let (width, rates) = rate_per_bucket(times, x_max, buckets);
         width_s = width;
         y_max = rates.iter().map(|p| p.1).fold(y_max, f64::max);
-        lines.push(Line { rgb, points: rates });
+        lines.push(Line {
+            rgb,
+            points: rates,
+            stroke_px: 1,
+        });
         entries.push((format!("{f} {}", outcome.as_str()), rgb));
     }
     let svg = plots::draw_time_chart(&TimeChart {
@@ -269,6 +273,7 @@ fn hw_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<Stri
             lines.push(Line {
                 rgb,
                 points: min_max_per_bucket(&raw, 0.0, x_max, BUCKETS_DEFAULT),
+                stroke_px: 1,
             });
         }
         let sampled: Vec<(f64, f64)> = ctx
@@ -444,6 +449,7 @@ fn unseen_figure(
         lines: vec![Line {
             rgb: OK_RGB,
             points: drawn,
+            stroke_px: 1,
         }],
         points: Vec::new(),
     })?;
@@ -491,6 +497,7 @@ fn isr_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<Str
         lines.push(Line {
             rgb,
             points: drawn.into_iter().map(|(x, y)| (x, y + lift)).collect(),
+            stroke_px: 1,
         });
         entries.push((key.clone(), rgb));
     }
@@ -506,6 +513,7 @@ fn isr_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<Str
             Line {
                 rgb: MIN_ISR_RGB,
                 points: vec![(0.0, min_isr), (x_max, min_isr)],
+                stroke_px: 3,
             },
         );
         entries.push((format!("min.insync.replicas = {min_isr}"), MIN_ISR_RGB));

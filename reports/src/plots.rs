@@ -74,6 +74,8 @@ pub struct Line {
     pub rgb: Rgb,
     /// (x, y) in data units, in x order.
     pub points: Vec<(f64, f64)>,
+    /// Width, px: 1 for data, more for reference lines that must stand out from the grid.
+    pub stroke_px: u32,
 }
 
 /// A chart with time (seconds since the test started) on x and fault windows shaded.
@@ -181,7 +183,7 @@ where
     let clamp = |(x, y): (f64, f64)| (x.clamp(0.0, x_max), y.clamp(y_lo, y_hi));
     for line in &chart.lines {
         let (r, g, b) = line.rgb;
-        let style = RGBColor(r, g, b).stroke_width(1);
+        let style = RGBColor(r, g, b).stroke_width(line.stroke_px.max(1));
         ctx.draw_series(LineSeries::new(
             line.points.iter().copied().map(clamp),
             style,
