@@ -1,0 +1,125 @@
+//! Ctrl-C in the middle of a real `tidewater run` (brokers up, faults being injected) leaves
+//! nothing of Tidewater's behind: no namespace, bridge, run record or broker process. Needs
+//! root; prints a message and passes otherwise. About 15 seconds.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use tidewater::cluster::local::state::{RunState, DEFAULT_STATE_DIR};
+use tidewater::cluster::local::{find_broker_binary, sys};
+
+/// Bound on every wait of this test.
+const WAIT_MAX: Duration = Duration::from_secs(120);
+
+/// Stops the child if the test fails before it exits: SIGINT first, so the harness cleans
+/// up, then SIGKILL after a bound.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The run record of the run whose directory is under `store`.
+fn record_under(store: &Path) -> Option<RunState> {
+    RunState::list(Path::new(DEFAULT_STATE_DIR))
+        .ok()?
+        .into_iter()
+        .map(|(_, r)| r)
+        .find(|r| r.run_dir.starts_with(store))
+}
+
+/// Pids of live processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let alive = matches!(sys::process_state(*pid), Some(s) if s != 'Z');
+            alive && String::from_utf8_lossy(&cmdline).contains(needle)
+        })
+        .collect()
+}
+
+#[test]
+fn ctrl_c_during_a_run_leaves_nothing_behind() {
+    if !sys::is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let broker = find_broker_binary().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let store_path: PathBuf = store.path().canonicalize().unwrap();
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_tidewater"))
+            .args(["run", "--time-limit", "120", "--nemesis", "pause,partition"])
+            .args(["--nemesis-interval", "2", "--seed", "1", "--plain"])
+            .args(["--subnet", "10.213.14.0/24", "--store"])
+            .arg(&store_path)
+            .env("TIDEWATER_BROKER_BIN", &broker)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Progress lines may go to either stream: read both.
+    let (lines_tx, lines) = mpsc::channel();
+    let stdout: Box<dyn std::io::Read + Send> = Box::new(child.0.stdout.take().unwrap());
+    let stderr: Box<dyn std::io::Read + Send> = Box::new(child.0.stderr.take().unwrap());
+    for stream in [stdout, stderr] {
+        let tx = lines_tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    let deadline = Instant::now() + WAIT_MAX;
+    let mut transcript = vec![];
+    while !transcript.iter().any(|l: &String| l.contains("phase main")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => transcript.push(line),
+            Err(e) => panic!("no main phase ({e}): {transcript:#?}"),
+        }
+    }
+    // Into the fault schedule: a pause started at 2 s, a partition or pause at 6 s.
+    std::thread::sleep(Duration::from_secs(7));
+    let record = record_under(&store_path).expect("the run recorded its cluster");
+    assert!(record.namespaces.iter().all(|ns| sys::netns_exists(ns)));
+    assert!(!processes_mentioning(&store_path.display().to_string()).is_empty());
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.0.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{status:?}");
+
+    assert!(record_under(&store_path).is_none(), "run record left");
+    for ns in &record.namespaces {
+        assert!(!sys::netns_exists(ns), "namespace {ns} left");
+    }
+    for link in record.veths.iter().chain(record.bridge.iter()) {
+        assert!(!sys::link_exists(link), "link {link} left");
+    }
+    let left = processes_mentioning(&store_path.display().to_string());
+    assert!(left.is_empty(), "processes left: {left:?}");
+}
