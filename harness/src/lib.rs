@@ -8,7 +8,8 @@
 //! - `store`: run directories `store/<name>/<timestamp>/` and the `store/latest` link.
 //! - `progress`: the live progress display (a bar on a terminal, log lines otherwise).
 //! - `cluster`: the `Cluster` trait (start, stop, kill, pause, resume, wipe, logs) and its
-//!   backends: `local` (network namespaces and a bridge on this machine) and `noop`.
+//!   backends: `local` (network namespaces and a bridge on this machine), `ssh` (remote hosts)
+//!   and `noop`; the signal guard that tears every live cluster down.
 //! - `cluster_file`: cluster files (`tidewater run --cluster FILE`) for the `ssh` backend
 //!   (remote hosts such as the Vagrant VMs of `vagrant/`).
 //! - `net`: partitions as grudges (pure builders) and the iptables / `ip rule` rules applying them.
