@@ -4,6 +4,7 @@
 //! after heal (liveness), 5 other harness errors; clap's usage errors exit with 2 as well,
 //! with a message that names the bad flag.
 
+use crate::matrix::MatrixFile;
 use crate::progress::Progress;
 use crate::runner::config::RunConfig;
 use crate::runner::{self, ClusterFactory, FinalReads, EXIT_HARNESS, EXIT_SETUP};
@@ -13,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
+use tidewater_reports::matrix::RunOutcome as MatrixOutcome;
 use tidewater_workloads::checker::{self, CheckSettings};
 use tidewater_workloads::results::CheckResults;
 
@@ -41,6 +43,11 @@ pub enum Command {
     Report(ReportArgs),
     /// Remove what an interrupted run left behind (namespaces, bridge, rules, processes).
     Clean,
+    /// Browse the store in a browser: the index of runs and every run's files (read-only).
+    Serve(ServeArgs),
+    /// Run every combination of settings in a matrix file and compare them on one page
+    /// (see docs/reports.md, "Matrix files"); the exit code says whether expectations held.
+    Matrix(MatrixArgs),
 }
 
 /// `tidewater run`.
@@ -137,6 +144,38 @@ pub struct CheckArgs {
     pub final_reads_incomplete: bool,
 }
 
+/// `tidewater matrix`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Exit codes: 0 every expectation held, 1 an expectation failed, \
+2 runs errored, 3 a bad matrix file."
+)]
+pub struct MatrixArgs {
+    /// The matrix file (TOML).
+    #[arg(value_name = "FILE.toml")]
+    pub file: PathBuf,
+    /// Directory of all runs; the matrix page goes to STORE/<matrix name>/matrix.html.
+    #[arg(long, value_name = "DIR", default_value = "store")]
+    pub store: PathBuf,
+    /// The /24 subnet of the local cluster's bridge.
+    #[arg(long, value_name = "A.B.C.0/24")]
+    pub subnet: Option<String>,
+    /// Print plain log lines instead of a progress bar.
+    #[arg(long)]
+    pub plain: bool,
+}
+
+/// `tidewater serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Directory of all runs.
+    #[arg(long, value_name = "DIR", default_value = "store")]
+    pub store: PathBuf,
+    /// Address to listen on (this machine only by default).
+    #[arg(long, value_name = "ADDR:PORT", default_value = crate::serve::BIND_DEFAULT)]
+    pub bind: String,
+}
+
 /// `tidewater report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -192,9 +231,22 @@ impl RunArgs {
             final_time_limit_s: self.final_time_limit,
             schedule: serde_json::Value::Null,
             replay_of: None,
+            matrix_cell: None,
         };
         config.validate()?;
         Ok(config)
+    }
+}
+
+/// The config `tidewater run --name NAME` would use: the base of matrix cells.
+fn default_config(name: &str) -> RunConfig {
+    let cli = Cli::try_parse_from(["tidewater", "run", "--name", name, "--seed", "0"])
+        .expect("the default run flags parse");
+    match cli.command {
+        Command::Run(args) => args
+            .to_config()
+            .expect("the default run settings are valid"),
+        _ => unreachable!("parsed a run command"),
     }
 }
 
@@ -206,6 +258,8 @@ pub fn main() -> i32 {
         Command::Check(args) => check_command(args),
         Command::Report(args) => report_command(&args.run_dir),
         Command::Clean => clean_command(),
+        Command::Serve(args) => serve_command(&args),
+        Command::Matrix(args) => matrix_command(&args),
     }
 }
 
@@ -250,48 +304,115 @@ fn local_cluster(subnet: Option<String>) -> ClusterFactory {
     })
 }
 
+/// The `harness.log` that `tracing` output currently goes to (one per run; a matrix runs
+/// several in one process, so the file is swapped rather than fixed at start).
+static LOG_FILE: std::sync::Mutex<Option<std::fs::File>> = std::sync::Mutex::new(None);
+
+/// Writes to [`LOG_FILE`], or nowhere between runs.
+struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match LOG_FILE.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            Some(f) => f.write(buf),
+            None => Ok(buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match LOG_FILE.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Sends `tracing` output to `harness.log` in the run directory.
 fn log_to(path: &Path) {
-    if let Ok(file) = std::fs::File::create(path) {
+    *LOG_FILE.lock().unwrap_or_else(|p| p.into_inner()) = std::fs::File::create(path).ok();
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
         let _ = tracing_subscriber::fmt()
-            .with_writer(std::sync::Mutex::new(file))
+            .with_writer(|| LogWriter)
             .with_ansi(false)
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_env("TIDEWATER_LOG")
                     .unwrap_or_else(|_| "info".into()),
             )
             .try_init();
+    });
+}
+
+fn new_runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Runtime::new() {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("tidewater: cannot start the async runtime: {e}");
+            None
+        }
     }
 }
 
 fn run_command(args: RunArgs) -> i32 {
-    let mut config = match args.to_config() {
+    let config = match args.to_config() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tidewater: {e}");
             return EXIT_SETUP;
         }
     };
-    let store_dir = args.store.clone();
-    let progress = Arc::new(Progress::new(args.plain));
+    if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
+        eprintln!("tidewater: cannot install signal handlers: {e}");
+        return EXIT_HARNESS;
+    }
+    let Some(runtime) = new_runtime() else {
+        return EXIT_HARNESS;
+    };
+    let target = RunTarget {
+        store: args.store.clone(),
+        subnet: args.subnet.clone(),
+        plain: args.plain,
+    };
+    execute_run(config, &target, &runtime).0
+}
+
+/// Where and how runs execute: shared by `run` and `matrix`.
+struct RunTarget {
+    /// The store directory.
+    store: PathBuf,
+    /// The local cluster's subnet, if not the default.
+    subnet: Option<String>,
+    /// Log lines instead of a bar.
+    plain: bool,
+}
+
+/// Runs one test from its config: resolves and prints the fault schedule, creates the run
+/// directory, runs every phase and prints the summary whose last lines are the report path
+/// and the verdict. Returns the exit code and the run directory (if one was created).
+fn execute_run(
+    mut config: RunConfig,
+    target: &RunTarget,
+    runtime: &tokio::runtime::Runtime,
+) -> (i32, Option<RunDir>) {
+    let progress = Arc::new(Progress::new(target.plain));
     // Resolve the fault schedule before anything starts, so it is printed and stored.
     if config.schedule.is_null() {
         match runner::faults::resolve_schedule(&config) {
             Ok(s) => config.schedule = s,
             Err(e) => {
                 eprintln!("tidewater: {e}");
-                return EXIT_SETUP;
+                return (EXIT_SETUP, None);
             }
         }
     }
-    let run_dir = match store::create_run_dir(&store_dir, &config.name, SystemTime::now()) {
+    let run_dir = match store::create_run_dir(&target.store, &config.name, SystemTime::now()) {
         Ok(d) => d,
         Err(e) => {
             eprintln!(
                 "tidewater: cannot create the run directory in {}: {e}",
-                store_dir.display()
+                target.store.display()
             );
-            return EXIT_HARNESS;
+            return (EXIT_HARNESS, None);
         }
     };
     log_to(&run_dir.harness_log());
@@ -300,20 +421,9 @@ fn run_command(args: RunArgs) -> i32 {
     }
     if let Err(e) = config.save(&run_dir.config()) {
         eprintln!("tidewater: cannot write config.json: {e}");
-        return EXIT_HARNESS;
+        return (EXIT_HARNESS, Some(run_dir));
     }
-    if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
-        eprintln!("tidewater: cannot install signal handlers: {e}");
-        return EXIT_HARNESS;
-    }
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("tidewater: cannot start the async runtime: {e}");
-            return EXIT_HARNESS;
-        }
-    };
-    let factory = local_cluster(args.subnet.clone());
+    let factory = local_cluster(target.subnet.clone());
     let result = runtime.block_on(runner::run(
         config.clone(),
         run_dir.clone(),
@@ -326,7 +436,7 @@ fn run_command(args: RunArgs) -> i32 {
         config.command_line(),
         RunConfig::replay_command(&run_dir.path)
     );
-    match result {
+    let code = match result {
         Ok(outcome) => {
             print_results(&outcome.results);
             println!("{reproduce}");
@@ -353,6 +463,71 @@ fn run_command(args: RunArgs) -> i32 {
             println!("run directory: {}", run_dir.path.display());
             println!("verdict: none ({e})");
             e.exit_code()
+        }
+    };
+    (code, Some(run_dir))
+}
+
+fn matrix_command(args: &MatrixArgs) -> i32 {
+    let file = match MatrixFile::load(&args.file) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("tidewater: matrix {e}");
+            return EXIT_SETUP;
+        }
+    };
+    // Every cell's config is checked before the first run, so a typo fails in seconds.
+    let base = default_config(&file.name);
+    let mut configs = Vec::new();
+    for cell in file.cells() {
+        let table = serde_json::to_value(cell.run_table(&file.run)).expect("TOML converts");
+        match base.overlay(table.as_object().expect("a table is an object")) {
+            Ok(c) => configs.push((cell.label.clone(), c)),
+            Err(e) => {
+                eprintln!("tidewater: matrix cell {}: {e}", cell.label);
+                return EXIT_SETUP;
+            }
+        }
+    }
+    if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
+        eprintln!("tidewater: cannot install signal handlers: {e}");
+        return EXIT_HARNESS;
+    }
+    let Some(runtime) = new_runtime() else {
+        return EXIT_HARNESS;
+    };
+    let target = RunTarget {
+        store: args.store.clone(),
+        subnet: args.subnet.clone(),
+        plain: args.plain,
+    };
+    let out_dir = args.store.join(store::sanitize_name(&file.name));
+    let result = crate::matrix::run_matrix(&file, &out_dir, |cell, repetition| {
+        let (_, config) = configs
+            .iter()
+            .find(|(label, _)| *label == cell.label)
+            .expect("every cell was planned");
+        let mut config = config.clone();
+        config.seed = rand::random();
+        println!("matrix cell {} run {}", cell.label, repetition + 1);
+        match execute_run(config, &target, &runtime) {
+            // A verdict was reached (valid, invalid, unknown, or unknown with no recovery).
+            (0 | 1 | 2 | runner::EXIT_LIVENESS, Some(dir)) => MatrixOutcome::Completed(dir.path),
+            (code, dir) => MatrixOutcome::Errored {
+                run_dir: dir.map(|d| d.path),
+                error: format!("the run ended with exit code {code}"),
+            },
+        }
+    });
+    match result {
+        Ok(run) => {
+            println!("matrix page: {}", run.page.display());
+            println!("junit: {}", run.junit.display());
+            run.exit_code()
+        }
+        Err(e) => {
+            eprintln!("tidewater: matrix: {e}");
+            EXIT_HARNESS
         }
     }
 }
@@ -509,6 +684,43 @@ fn report_command(run_dir: &Path) -> i32 {
     }
 }
 
+fn serve_command(args: &ServeArgs) -> i32 {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tidewater: cannot start the async runtime: {e}");
+            return EXIT_HARNESS;
+        }
+    };
+    runtime.block_on(async {
+        let listener = match tokio::net::TcpListener::bind(&args.bind).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("tidewater: cannot listen on {}: {e}", args.bind);
+                return EXIT_HARNESS;
+            }
+        };
+        let addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        println!(
+            "serving {} on http://{addr}/ (Ctrl-C stops)",
+            args.store.display()
+        );
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        match crate::serve::serve(&args.store, listener, shutdown).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("tidewater: serve {}: {e}", args.store.display());
+                EXIT_HARNESS
+            }
+        }
+    })
+}
+
 fn clean_command() -> i32 {
     match crate::clean::clean_all() {
         Ok(report) => {
@@ -589,6 +801,34 @@ mod tests {
             panic!("expected run")
         };
         assert!(args.to_config().unwrap_err().contains("flood"));
+    }
+
+    #[test]
+    fn matrix_cells_become_configs_over_the_run_defaults() {
+        let file = MatrixFile::parse(
+            r#"
+name = "durability"
+[run]
+time_limit_s = 20
+nemesis = ["kill"]
+[axes]
+acks = ["1", "all"]
+"min.insync.replicas" = [2]
+"#,
+        )
+        .unwrap();
+        let base = default_config(&file.name);
+        assert_eq!(base.concurrency, 10, "the run command's default");
+        let cells = file.cells();
+        let table = serde_json::to_value(cells[0].run_table(&file.run)).unwrap();
+        let c = base.overlay(table.as_object().unwrap()).unwrap();
+        assert_eq!(
+            (c.name.as_str(), c.acks.as_str(), c.time_limit_s),
+            ("durability", "1", 20)
+        );
+        assert_eq!(c.nemesis, vec!["kill"]);
+        assert_eq!(c.sets["min.insync.replicas"], "2");
+        assert_eq!(c.matrix_cell.as_deref(), Some(cells[0].label.as_str()));
     }
 
     #[test]

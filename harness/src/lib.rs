@@ -6,6 +6,8 @@
 //! - `runner`: the phases of a run (setup, main, heal, recovery, final reads, teardown, check).
 //! - `recorder`: the history writer, appending `history.jsonl` as ops happen.
 //! - `store`: run directories `store/<name>/<timestamp>/` and the `store/latest` link.
+//! - `matrix`: `tidewater matrix`, every combination of settings run and compared.
+//! - `serve`: `tidewater serve`, the store browsed read-only over HTTP.
 //! - `progress`: the live progress display (a bar on a terminal, log lines otherwise).
 //! - `cluster`: the `Cluster` trait (start, stop, kill, pause, resume, wipe, logs) and its
 //!   backends: `local` (network namespaces and a bridge on this machine), `ssh` (remote hosts)
@@ -21,9 +23,11 @@ pub mod clean;
 pub mod cli;
 pub mod cluster;
 pub mod cluster_file;
+pub mod matrix;
 pub mod nemesis;
 pub mod net;
 pub mod progress;
 pub mod recorder;
 pub mod runner;
+pub mod serve;
 pub mod store;

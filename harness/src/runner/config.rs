@@ -63,6 +63,10 @@ pub struct RunConfig {
     /// The run directory this run replays, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<String>,
+    /// The matrix cell this run belongs to (`tidewater matrix`), e.g. `acks=all
+    /// min.insync.replicas=2`; the index groups runs by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix_cell: Option<String>,
 }
 
 impl RunConfig {
@@ -150,6 +154,23 @@ impl RunConfig {
         cmd
     }
 
+    /// This config with the fields of `overrides` (RunConfig's field names, as in a matrix
+    /// file's `[run]` table) replacing its own; unknown fields are errors.
+    pub fn overlay(&self, overrides: &serde_json::Map<String, Value>) -> Result<RunConfig, String> {
+        let mut value = serde_json::to_value(self).expect("config serializes");
+        let fields = value.as_object_mut().expect("config is an object");
+        for (k, v) in overrides {
+            if !fields.contains_key(k) && !matches!(k.as_str(), "replay_of" | "matrix_cell") {
+                return Err(format!("unknown run setting {k:?}"));
+            }
+            fields.insert(k.clone(), v.clone());
+        }
+        let config: RunConfig =
+            serde_json::from_value(value).map_err(|e| format!("run settings: {e}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Writes `config.json`.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(self).expect("config serializes");
@@ -185,6 +206,7 @@ pub(crate) fn example() -> RunConfig {
         final_time_limit_s: 60,
         schedule: Value::Null,
         replay_of: None,
+        matrix_cell: None,
     }
 }
 
@@ -219,6 +241,27 @@ mod tests {
             "{cmd}"
         );
         assert!(cmd.contains("--set replica.lag.time.max.ms=3000"), "{cmd}");
+    }
+
+    #[test]
+    fn overlay_replaces_fields_and_rejects_unknown_ones() {
+        let base = example();
+        let table = serde_json::json!({"acks": "1", "time_limit_s": 5, "matrix_cell": "acks=1",
+            "sets": {"unclean.leader.election.enable": "true"}});
+        let c = base.overlay(table.as_object().unwrap()).unwrap();
+        assert_eq!((c.acks.as_str(), c.time_limit_s), ("1", 5));
+        assert_eq!(c.matrix_cell.as_deref(), Some("acks=1"));
+        assert_eq!(c.sets.len(), 1);
+        let bad = serde_json::json!({"acks": "2"});
+        assert!(base
+            .overlay(bad.as_object().unwrap())
+            .unwrap_err()
+            .contains("--acks"));
+        let unknown = serde_json::json!({"speed": 3});
+        assert!(base
+            .overlay(unknown.as_object().unwrap())
+            .unwrap_err()
+            .contains("speed"));
     }
 
     #[test]
