@@ -549,7 +549,8 @@ impl<'a> Scripts<'a> {
     }
 
     /// Checks run before anything changes: prints `client=ADDR` (the harness host as this host
-    /// sees it) and one `problem: ...` line per missing prerequisite. Exits 0 unless the shell
+    /// sees it), `sshport=PORT` (the port this host's sshd got the connection on) and one
+    /// `problem: ...` line per missing prerequisite. Exits 0 unless the shell
     /// itself fails, so a problem is told apart from an unreachable host.
     fn preflight(&self, installing: bool) -> String {
         let mut checks = vec![
@@ -583,7 +584,10 @@ impl<'a> Scripts<'a> {
         } else {
             ""
         };
-        format!("echo \"client=${{SSH_CLIENT%% *}}\"; {sudo_check}{checks}; true")
+        format!(
+            "echo \"client=${{SSH_CLIENT%% *}}\"; echo \"sshport=${{SSH_CONNECTION##* }}\"; \
+             {sudo_check}{checks}; true"
+        )
     }
 
     /// Prints the sha256 of the installed binary (nothing if there is none).
@@ -683,6 +687,10 @@ struct RemoteShell {
     remote: Arc<dyn Remote>,
     /// Node name -> (host key for the remote, whether to use sudo).
     hosts: BTreeMap<String, (String, bool)>,
+    /// Node name -> its sshd's port. The harness controls the host through it, often from the
+    /// very address a "cut clients" fault drops: without an exemption the harness could not
+    /// heal the fault it made.
+    ssh_ports: BTreeMap<String, u16>,
 }
 
 impl RemoteShell {
@@ -690,6 +698,39 @@ impl RemoteShell {
         self.hosts
             .get(node)
             .ok_or_else(|| Error::UnknownNode(node.to_string()))
+    }
+
+    /// `cmds` with, right after the creation of Tidewater's chain, a rule that lets the
+    /// harness's ssh connections through (`-p tcp --dport SSH_PORT -j RETURN`). Heal deletes
+    /// the chain, and the exemption with it.
+    fn with_ssh_exemption(&self, node: &str, cmds: &[Cmd]) -> Vec<Cmd> {
+        let mut out = Vec::with_capacity(cmds.len() + 1);
+        for c in cmds {
+            out.push(c.clone());
+            let creates_chain = c.argv.len() == 4
+                && c.argv[0] == "iptables"
+                && c.argv[2] == "-N"
+                && c.argv[3] == crate::net::rules::CHAIN;
+            if let (true, Some(port)) = (creates_chain, self.ssh_ports.get(node)) {
+                let rule = [
+                    "iptables",
+                    "-w",
+                    "-A",
+                    crate::net::rules::CHAIN,
+                    "-p",
+                    "tcp",
+                    "--dport",
+                    &port.to_string(),
+                    "-j",
+                    "RETURN",
+                ];
+                out.push(Cmd {
+                    argv: rule.iter().map(|w| w.to_string()).collect(),
+                    on_fail: c.on_fail,
+                });
+            }
+        }
+        out
     }
 }
 
@@ -711,7 +752,7 @@ impl NodeShell for RemoteShell {
         }
         let (host, sudo) = self.host(node)?;
         let prefix = if *sudo { "sudo -n " } else { "" };
-        let script = commands_script(cmds, prefix, quote);
+        let script = commands_script(&self.with_ssh_exemption(node, cmds), prefix, quote);
         self.remote.run(host, &script, b"").map(|_| ())
     }
 }
@@ -720,28 +761,38 @@ impl NodeShell for RemoteShell {
 struct Preflight {
     /// The harness host's address as this host sees it (`$SSH_CLIENT`).
     client_ip: Option<Ipv4Addr>,
+    /// The port this host's sshd answered on (`$SSH_CONNECTION`).
+    ssh_port: Option<u16>,
     /// Missing prerequisites.
     problems: Vec<String>,
 }
 
+/// What the preflight learnt about the hosts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostFacts {
+    /// The harness host's address as the controller's host sees it (`$SSH_CLIENT`).
+    pub client_ip: Option<Ipv4Addr>,
+    /// Node -> the port its sshd answered on, which network faults must leave open.
+    pub ssh_ports: BTreeMap<String, u16>,
+}
+
 /// Checks every host at once, before anything changes on any of them; one error lists every
-/// unreachable host and every problem. Returns the client address the controller's host saw.
-pub fn preflight(
-    spec: &SshSpec,
-    remote: &dyn Remote,
-    installing: bool,
-) -> Result<Option<Ipv4Addr>> {
+/// unreachable host and every problem.
+pub fn preflight(spec: &SshSpec, remote: &dyn Remote, installing: bool) -> Result<HostFacts> {
     let names: Vec<String> = spec.nodes.iter().map(|n| n.name.clone()).collect();
     let results = on_each(&names, |node| {
         let host = spec.host(node)?;
         let out = remote.probe(&host.host, &Scripts::new(spec, node).preflight(installing))?;
         let mut found = Preflight {
             client_ip: None,
+            ssh_port: None,
             problems: vec![],
         };
         for line in out.lines() {
             if let Some(ip) = line.strip_prefix("client=") {
                 found.client_ip = ip.trim().parse().ok();
+            } else if let Some(port) = line.strip_prefix("sshport=") {
+                found.ssh_port = port.trim().parse().ok();
             } else if let Some(p) = line.strip_prefix("problem: ") {
                 found.problems.push(p.to_string());
             }
@@ -749,7 +800,7 @@ pub fn preflight(
         Ok(found)
     });
     let mut lines = vec![];
-    let mut client_ip = None;
+    let mut facts = HostFacts::default();
     for (node, result) in results {
         let host = &spec.host(&node)?.host;
         match result {
@@ -759,7 +810,10 @@ pub fn preflight(
                     lines.push(format!("  {node} ({host}): {p}"));
                 }
                 if node == CONTROLLER {
-                    client_ip = found.client_ip;
+                    facts.client_ip = found.client_ip;
+                }
+                if let Some(port) = found.ssh_port {
+                    facts.ssh_ports.insert(node, port);
                 }
             }
         }
@@ -770,7 +824,7 @@ pub fn preflight(
             lines.join("\n")
         )));
     }
-    Ok(client_ip)
+    Ok(facts)
 }
 
 /// The shared state of an ssh cluster (also reachable from the signal guard).
@@ -922,7 +976,7 @@ impl SshCluster {
                     .into(),
             ));
         }
-        let seen_client = preflight(&spec, remote.as_ref(), spec.install_binary.is_some())?;
+        let facts = preflight(&spec, remote.as_ref(), spec.install_binary.is_some())?;
         let nodes = spec.node_infos();
         let hosts = spec
             .nodes
@@ -934,13 +988,14 @@ impl SshCluster {
             .collect();
         let mut addrs: BTreeMap<String, Ipv4Addr> =
             nodes.iter().map(|n| (n.name.clone(), n.ip)).collect();
-        let client_ip = spec.client_ip.or(seen_client);
+        let client_ip = spec.client_ip.or(facts.client_ip);
         if let Some(ip) = client_ip {
             addrs.insert(CLIENT.to_string(), ip);
         }
         let shell = RemoteShell {
             remote: remote.clone(),
             hosts,
+            ssh_ports: facts.ssh_ports,
         };
         let net = RuleNet::new(Arc::new(shell), Method::Iptables, addrs)?;
         let inner = Inner {
@@ -1386,7 +1441,7 @@ mod tests {
     #[test]
     fn the_client_address_is_learnt_from_ssh_client_when_not_given() {
         let remote = Arc::new(FakeRemote {
-            answers: vec![("client=", "client=10.9.0.1\n")],
+            answers: vec![("client=", "client=10.9.0.1\nsshport=2222\n")],
             ..FakeRemote::default()
         });
         let mut spec: SshSpec = toml::from_str(SPEC).unwrap();
@@ -1398,9 +1453,21 @@ mod tests {
             .partition(&crate::net::cut_clients(&["n1".to_string()]))
             .unwrap();
         let log = remote.log.lock().unwrap();
-        assert!(log
+        let rules = log
             .iter()
-            .any(|(h, s, _)| h == "n1" && s.contains("-A TIDEWATER -s 10.9.0.1/32 -j DROP")));
+            .find(|(h, s, _)| h == "n1" && s.contains("-j DROP"))
+            .map(|(_, s, _)| s.clone())
+            .expect("rules on n1");
+        let lines: Vec<&str> = rules.lines().collect();
+        let exempt = lines
+            .iter()
+            .position(|l| l.contains("-A TIDEWATER -p tcp --dport 2222 -j RETURN"))
+            .expect("the harness's ssh port stays open");
+        let drop = lines
+            .iter()
+            .position(|l| l.contains("-A TIDEWATER -s 10.9.0.1/32 -j DROP"))
+            .expect("the client is cut off");
+        assert!(exempt < drop, "the exemption comes first:\n{rules}");
     }
 
     #[test]
