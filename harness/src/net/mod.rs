@@ -62,6 +62,18 @@ pub fn isolate(nodes: &[String], targets: &[String]) -> Grudge {
     complete(&[targets.to_vec(), rest])
 }
 
+/// Cuts the leader of a partition (as found in the metadata) from every other node; `None`
+/// when the partition has no leader to isolate.
+pub fn isolate_leader(nodes: &[String], leader: Option<&str>) -> Option<Grudge> {
+    let leader = leader.filter(|l| nodes.iter().any(|n| n == l))?;
+    Some(isolate(nodes, &[leader.to_string()]))
+}
+
+/// Cuts the controller, `c1`, from every broker.
+pub fn isolate_controller(nodes: &[String]) -> Grudge {
+    isolate(nodes, &[crate::cluster::CONTROLLER.to_string()])
+}
+
 /// Splits the nodes into a minority (the first `len / 2`) and a majority (the rest).
 pub fn halves(nodes: &[String]) -> Grudge {
     let (minority, majority) = nodes.split_at(nodes.len() / 2);
@@ -139,6 +151,20 @@ mod tests {
         assert_eq!(g["n1"], set(&["n2"]));
         assert_eq!(g["c1"], set(&["n2"]));
         assert_eq!(g["n3"], set(&["n2"]));
+    }
+
+    #[test]
+    fn the_leader_and_the_controller_are_isolated_like_any_node() {
+        let nodes = names(&["c1", "n1", "n2", "n3"]);
+        let g = isolate_leader(&nodes, Some("n3")).unwrap();
+        assert_eq!(g["n3"], set(&["c1", "n1", "n2"]));
+        assert_eq!(isolate_leader(&nodes, None), None);
+        assert_eq!(
+            isolate_leader(&nodes, Some("n9")),
+            None,
+            "a leader we do not run"
+        );
+        assert_eq!(isolate_controller(&nodes)["c1"], set(&["n1", "n2", "n3"]));
     }
 
     #[test]
