@@ -70,7 +70,7 @@ pub struct RunArgs {
     /// Faults of the random schedule: a comma-separated list of kill, pause, partition, or none.
     #[arg(long, value_name = "KINDS", default_value = "kill,pause,partition")]
     pub nemesis: String,
-    /// Mean time between two faults of the random schedule, in seconds.
+    /// Seconds each fault of the random schedule lasts, and between two faults.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub nemesis_interval: f64,
     /// A fault plan instead of the random schedule: the name of a plan in harness/plans/

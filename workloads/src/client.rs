@@ -717,6 +717,102 @@ mod tests {
         assert_eq!(empty.next_offset, 5);
     }
 
+    /// Serves `responses` in order, one per connection, as raw HTTP/1.1 answers.
+    async fn canned_server(responses: Vec<(u16, Value)>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            for (status, body) in responses {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 64 * 1024];
+                // One read holds the small requests of these tests.
+                let _ = socket.read(&mut buf).await;
+                let body = body.to_string();
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                socket.write_all(answer.as_bytes()).await.unwrap();
+            }
+        });
+        url
+    }
+
+    fn client_for(url: String) -> BrokerClient {
+        let client = BrokerClient::new(ClientConfig {
+            retry_backoff_ms: 1,
+            ..ClientConfig::new(BTreeMap::from([("n1".to_string(), url)]))
+        });
+        client
+            .leaders
+            .lock()
+            .unwrap()
+            .insert("t0/0".into(), "n1".into());
+        client
+    }
+
+    #[tokio::test]
+    async fn broker_error_bodies_map_to_fail_or_info() {
+        let url = canned_server(vec![
+            (
+                503,
+                json!({"error": "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "message": "isr shrank"}),
+            ),
+            (
+                503,
+                json!({"error": "NOT_ENOUGH_REPLICAS", "message": "isr too small"}),
+            ),
+            (
+                200,
+                json!({"base_offset": 7, "offsets": [7], "high_watermark": 8}),
+            ),
+        ])
+        .await;
+        let client = client_for(url);
+        match client.send("t0/0", 1, "all").await {
+            Outcome::Info(e) => {
+                assert_eq!(e.cause.name(), "NOT_ENOUGH_REPLICAS_AFTER_APPEND");
+                assert_eq!(e.message, "isr shrank");
+            }
+            other => panic!("expected info, got {other:?}"),
+        }
+        match client.send("t0/0", 2, "all").await {
+            Outcome::Fail(e) => assert_eq!(e.cause.name(), "NOT_ENOUGH_REPLICAS"),
+            other => panic!("expected fail, got {other:?}"),
+        }
+        match client.send("t0/0", 3, "all").await {
+            Outcome::Ok(sent) => {
+                assert_eq!((sent.offset, sent.high_watermark), (Some(7), Some(8)));
+                assert_eq!(sent.node, "n1");
+            }
+            other => panic!("expected ok, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_moved_leader_is_looked_up_again_and_the_send_retried() {
+        let url = canned_server(vec![
+            (
+                421,
+                json!({"error": "NOT_LEADER_OR_FOLLOWER", "message": "not me"}),
+            ),
+            (
+                200,
+                json!({"topics": [{"name": "t0", "partitions": [
+                {"partition": 0, "leader": 1, "leader_epoch": 2, "replicas": [1], "isr": [1]}]}]}),
+            ),
+            (200, json!({"offsets": [0], "high_watermark": 1})),
+        ])
+        .await;
+        let client = client_for(url);
+        match client.send("t0/0", 5, "1").await {
+            Outcome::Ok(sent) => assert_eq!(sent.offset, Some(0)),
+            other => panic!("expected ok after one retry, got {other:?}"),
+        }
+    }
+
     #[tokio::test]
     async fn refused_connection_is_a_certain_failure_naming_the_node() {
         // Bind then drop a listener so the port is (very likely) closed.
