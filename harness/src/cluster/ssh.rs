@@ -804,7 +804,10 @@ pub fn preflight(spec: &SshSpec, remote: &dyn Remote, installing: bool) -> Resul
     for (node, result) in results {
         let host = &spec.host(&node)?.host;
         match result {
-            Err(e) => lines.push(format!("  {node} ({host}): unreachable over ssh: {e}")),
+            Err(e) => lines.push(format!(
+                "  {node} ({host}): unreachable over ssh: {}",
+                connection_failure(&e)
+            )),
             Ok(found) => {
                 for p in found.problems {
                     lines.push(format!("  {node} ({host}): {p}"));
@@ -825,6 +828,23 @@ pub fn preflight(spec: &SshSpec, remote: &dyn Remote, installing: bool) -> Resul
         )));
     }
     Ok(facts)
+}
+
+/// What went wrong with a connection, without the script (ssh's own message says it all).
+fn connection_failure(e: &Error) -> String {
+    match e {
+        Error::Command {
+            stderr,
+            status: Some(_),
+            ..
+        } if !stderr.trim().is_empty() => stderr.trim().to_string(),
+        Error::Command {
+            stderr,
+            status: None,
+            ..
+        } => stderr.trim().to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// The shared state of an ssh cluster (also reachable from the signal guard).

@@ -148,7 +148,7 @@ impl SshRemote {
         let outcome = wait_bounded(&mut child, stdin, limit);
         let command = format!("ssh {} {}", target.destination, first_line(script));
         match outcome {
-            Err(e) => Err(Error::io(format!("{command}"), e)),
+            Err(e) => Err(Error::io(command, e)),
             Ok(Finished::TimedOut) => Err(Error::Command {
                 command,
                 status: None,
