@@ -50,6 +50,10 @@ pub const BUILTIN_PLANS: &[(&str, &str)] = &[
         "pause-leader",
         include_str!("../../plans/pause-leader.toml"),
     ),
+    (
+        "partition-shapes",
+        include_str!("../../plans/partition-shapes.toml"),
+    ),
 ];
 
 /// What a step does.
