@@ -827,3 +827,81 @@ async fn controller_restart_keeps_topics_leaders_epochs_and_isrs() {
         .all(|b| b["fenced"] == false));
     assert_eq!(metadata["topics"], before["topics"]);
 }
+
+/// KIP-207: broker 1 leads [1, 2, 3] and commits `m` (HW 1); the followers' HWs still lag (0).
+/// Broker 3 is paused and broker 1 restarts, which elects broker 2 with HW 0 below its epoch
+/// start 1, and its HW cannot move while paused broker 3 is in the ISR. Returns the cluster and
+/// broker 2's answer to a consumer fetch at that moment.
+async fn kip207_scenario(unsafe_serve_lagging_hw: bool) -> (Cluster, Option<(u16, Value)>) {
+    let flag = unsafe_serve_lagging_hw.to_string();
+    let settings = [
+        ("replica.lag.time.max.ms", "30000"),
+        ("replica.fetch.wait.max.ms", "20000"),
+        ("replica.high.watermark.checkpoint.interval.ms", "600000"),
+        ("tidewater.unsafe.serve.lagging.hw.enable", flag.as_str()),
+    ];
+    let mut cluster = Cluster::start(30000, &settings).await;
+    cluster.create_topic("t", 3, json!({})).await;
+    assert_eq!(cluster.produce(1, "t", "m", "all").await, Ok(Some(0)));
+    cluster.broker(3).pause();
+    cluster.broker_mut(1).restart();
+    cluster
+        .wait_for("broker 2 to lead", |c| async move {
+            (c.replica_status(2, "t").await?["role"] == "leader").then_some(())
+        })
+        .await;
+    let url = format!(
+        "{}/v1/topics/t/partitions/0/records?offset=0",
+        cluster.broker(2).url()
+    );
+    let answer = cluster.call(reqwest::Method::GET, url, None).await;
+    (cluster, answer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kip207_new_leader_with_lagging_hw_answers_offset_not_available() {
+    let (cluster, answer) = kip207_scenario(false).await;
+    let (status, body) = answer.expect("broker 2 answers");
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("OFFSET_NOT_AVAILABLE")),
+        "{body}"
+    );
+    let url = format!(
+        "{}/v1/topics/t/partitions/0/offsets?spec=latest",
+        cluster.broker(2).url()
+    );
+    let (status, body) = cluster.call(reqwest::Method::GET, url, None).await.unwrap();
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("OFFSET_NOT_AVAILABLE"))
+    );
+    cluster.broker(3).resume();
+    let fetched = cluster
+        .wait_for("the HW to catch up", |c| async move {
+            let url = format!(
+                "{}/v1/topics/t/partitions/0/records?offset=0",
+                c.broker(2).url()
+            );
+            c.get(url).await
+        })
+        .await;
+    assert_eq!(
+        fetched["high_watermark"], 1,
+        "the HW never goes back: {fetched}"
+    );
+    assert_eq!(fetched["records"][0]["value"], "m");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kip207_unsafe_serving_of_a_lagging_hw_shows_the_hw_going_back() {
+    let (cluster, answer) = kip207_scenario(true).await;
+    let (status, body) = answer.expect("broker 2 answers");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["high_watermark"], 0,
+        "HW 1 was seen before, now 0: {body}"
+    );
+    assert_eq!(body["records"], json!([]));
+    cluster.broker(3).resume();
+}
