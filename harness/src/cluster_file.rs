@@ -111,6 +111,19 @@ pub fn open_cluster_file(
     Ok(cluster)
 }
 
+/// Removes what a run killed beyond its signal handlers (SIGKILL, a lost harness host) left on
+/// the hosts of a cluster file: Tidewater's iptables rules and running or paused brokers. Data
+/// and logs stay for a look; the next run wipes them anyway. Meant for `tidewater clean
+/// --cluster FILE`; every run also does this itself before it starts.
+pub fn clean_cluster_file(path: &Path) -> Result<()> {
+    let mut spec = load(path)?;
+    spec.wipe_on_setup = false;
+    spec.install_binary = None;
+    // Setup heals and stops every broker; teardown confirms both and closes the connections.
+    let cluster = SshCluster::create(spec, vec![])?;
+    cluster.teardown()
+}
+
 /// The number of brokers a cluster file lists (for the run's `nodes` setting).
 pub fn brokers_in(path: &Path) -> Result<usize> {
     load(path).map(|spec| spec.brokers())

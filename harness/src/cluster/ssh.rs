@@ -939,6 +939,7 @@ impl Inner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+        self.remote.close();
         first_error.map_or(Ok(()), Err)
     }
 }

@@ -36,6 +36,9 @@ pub trait Remote: Send + Sync {
     fn probe(&self, host: &str, script: &str) -> Result<String> {
         self.run(host, script, b"")
     }
+
+    /// Releases what the transport holds (connections, files). Later calls may reopen them.
+    fn close(&self) {}
 }
 
 /// How to reach one host: the destination and the `ssh` options for it.
@@ -78,22 +81,34 @@ impl SshRemote {
     /// short on purpose: a unix socket path must fit in 108 bytes, and ssh adds a 40-character
     /// hash (`%C`).
     pub fn new(targets: BTreeMap<String, Target>, limits: Limits) -> Result<SshRemote> {
-        use std::os::unix::fs::DirBuilderExt;
         let n = CONTROL_DIRS.fetch_add(1, Ordering::Relaxed);
         let control_dir = std::env::temp_dir().join(format!("tw-ssh-{}-{n}", std::process::id()));
         if control_dir.exists() {
             // Left by an earlier process that had our pid; its sockets are dead.
             let _ = std::fs::remove_dir_all(&control_dir);
         }
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&control_dir)
-            .map_err(|e| Error::io(format!("create {}", control_dir.display()), e))?;
-        Ok(SshRemote {
+        let remote = SshRemote {
             targets,
             limits,
             control_dir,
-        })
+        };
+        remote.ensure_control_dir()?;
+        Ok(remote)
+    }
+
+    /// Creates the control directory if it is missing (after [`Remote::close`]).
+    fn ensure_control_dir(&self) -> Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&self.control_dir)
+        {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(Error::io(
+                format!("create {}", self.control_dir.display()),
+                e,
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The directory holding the master connections' sockets.
@@ -134,6 +149,7 @@ impl SshRemote {
     /// One attempt: runs the script with a time limit.
     fn attempt(&self, host: &str, script: &str, stdin: &[u8]) -> Result<String> {
         let target = self.target(host);
+        self.ensure_control_dir()?;
         let mut child = Command::new("ssh")
             .args(self.ssh_args(&target))
             .arg("--")
@@ -212,12 +228,18 @@ impl Remote for SshRemote {
     fn probe(&self, host: &str, script: &str) -> Result<String> {
         self.attempt(host, script, b"")
     }
+
+    /// Closes the master connections and removes their directory (teardown does this, since
+    /// a harness that exits from its signal handler never drops the transport).
+    fn close(&self) {
+        self.close_masters();
+        let _ = std::fs::remove_dir_all(&self.control_dir);
+    }
 }
 
 impl Drop for SshRemote {
     fn drop(&mut self) {
-        self.close_masters();
-        let _ = std::fs::remove_dir_all(&self.control_dir);
+        self.close();
     }
 }
 
