@@ -74,7 +74,8 @@ pub fn isolate_controller(nodes: &[String]) -> Grudge {
     isolate(nodes, &[crate::cluster::CONTROLLER.to_string()])
 }
 
-/// Splits the nodes into a minority (the first `len / 2`) and a majority (the rest).
+/// Splits the nodes into the first `len / 2` and the rest: a minority and a majority for an
+/// odd count, two equal halves (neither a majority) for an even one.
 pub fn halves(nodes: &[String]) -> Grudge {
     let (minority, majority) = nodes.split_at(nodes.len() / 2);
     complete(&[minority.to_vec(), majority.to_vec()])
