@@ -127,7 +127,8 @@ impl Action {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PartitionKind {
-    /// A random minority against the majority.
+    /// A random split in two (see [`crate::net::halves`]: minority and majority, or two
+    /// equal halves for an even node count).
     Halves,
     /// Every node sees a different majority.
     MajoritiesRing,
