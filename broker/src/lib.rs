@@ -9,6 +9,7 @@
 //! - [`server`]: shared state ([`server::Broker`]), the entry point [`server::run`], retention.
 //! - [`api`]: HTTP routes, request/response types, handlers.
 //! - [`error`]: Kafka's error names, HTTP statuses and the JSON error body.
+//! - [`group`]: consumer groups: the coordinator, rebalances, committed offsets.
 //! - [`topics`]: the topic catalog, persisted atomically in the first log dir.
 //! - [`partition`]: one hosted partition: log + high watermark + waiters (long polls,
 //!   delayed produces).
@@ -21,6 +22,7 @@ pub mod api;
 pub mod config;
 pub mod controller;
 pub mod error;
+pub mod group;
 pub mod metrics;
 pub mod partition;
 pub mod replication;

@@ -1,0 +1,738 @@
+//! The group coordinator service: routes each group to its `__consumer_offsets` partition,
+//! loads a partition's groups when this broker (newly) leads it, stores commits and group
+//! metadata through the partition's ordinary append path (acks=all in a cluster), and lets
+//! join and sync requests wait for their rebalance round without blocking a thread.
+//!
+//! Locking: `partitions` -> a partition's `groups` -> a group's `data`, all `std` mutexes held
+//! for one short state-machine call, never across an `.await`. A group's `writes` (async) lock
+//! orders its stored records: a commit validated in generation g is in the log (and the cache)
+//! before the leader's assignment of generation g+1 is stored, so a new owner never fetches an
+//! offset older than one its predecessor had committed successfully.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::assignor::{Assignment, TopicPartition};
+use super::error::{GroupError, GroupErrorKind};
+use super::offsets::{self, CommittedOffset, LoadedGroups, OFFSETS_TOPIC};
+use super::state::{
+    Group, GroupDescription, GroupLimits, GroupState, JoinRequest, JoinResult, SyncStep,
+};
+use crate::controller::protocol::CreateTopicRequest;
+use crate::error::{ApiError, ErrorKind};
+use crate::server::Broker;
+use crate::topics::TopicMeta;
+
+/// Coordinator settings (Kafka's names in the docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoordinatorConfig {
+    /// `offsets.topic.num.partitions` (Kafka: 50), used when the topic is created.
+    pub offsets_topic_partitions: u32,
+    /// `offsets.topic.replication.factor` (Kafka: 3), capped by the brokers registered.
+    pub offsets_topic_replication_factor: u32,
+    /// `offsets.commit.timeout.ms`: how long a commit waits for the ISR (Kafka: 5000).
+    pub offsets_commit_timeout_ms: u64,
+    /// `offset.metadata.max.bytes` (Kafka: 4096).
+    pub offset_metadata_max_bytes: usize,
+    /// Most partitions one commit may carry.
+    pub commit_partitions_max: usize,
+    /// Member bounds.
+    pub limits: GroupLimits,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            offsets_topic_partitions: 8,
+            offsets_topic_replication_factor: 3,
+            offsets_commit_timeout_ms: 5_000,
+            offset_metadata_max_bytes: 4_096,
+            commit_partitions_max: 10_000,
+            limits: GroupLimits::default(),
+        }
+    }
+}
+
+/// Bound on how long a join or sync request waits beyond the member's rebalance timeout.
+const WAIT_SLACK_MS: u64 = 5_000;
+/// Longest group id accepted.
+pub const GROUP_ID_MAX_BYTES: usize = 255;
+
+/// A group and its committed offsets.
+struct GroupData {
+    group: Group,
+    offsets: BTreeMap<TopicPartition, CommittedOffset>,
+}
+
+/// One group held by this coordinator.
+struct GroupEntry {
+    /// The offsets partition it lives in.
+    partition: u32,
+    /// Membership state and the offsets cache.
+    data: Mutex<GroupData>,
+    /// Orders the group's stored records (commits, assignments).
+    writes: tokio::sync::Mutex<()>,
+    /// Bumped when the group's membership changes, waking waiting joins and syncs.
+    changes: watch::Sender<u64>,
+}
+
+/// The groups of one offsets partition, loaded in one leader epoch.
+struct LoadedPartition {
+    /// The leader epoch the partition was loaded in; another epoch means reload.
+    leader_epoch: u32,
+    /// Group id -> group.
+    groups: Mutex<BTreeMap<String, Arc<GroupEntry>>>,
+}
+
+/// Where a group is coordinated.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CoordinatorInfo {
+    /// The group id.
+    pub group_id: String,
+    /// Its `__consumer_offsets` partition.
+    pub partition: u32,
+    /// The partition leader's broker id (`None` while it has no leader).
+    pub broker_id: Option<u32>,
+    /// The coordinator's URL (`None` while the partition has no leader).
+    pub url: Option<String>,
+}
+
+/// The coordinator of every group whose offsets partition this broker leads.
+pub struct GroupCoordinator {
+    broker: Arc<Broker>,
+    config: CoordinatorConfig,
+    /// Start of the coordinator's clock (`now_ms` of the state machines); monotonic.
+    started: Instant,
+    /// Unix ms at start: part of member ids, so ids of an earlier run never match.
+    incarnation: u64,
+    /// Loaded partitions by index.
+    partitions: Mutex<BTreeMap<u32, Arc<LoadedPartition>>>,
+    /// Serialises creating the offsets topic and loading partitions.
+    load: tokio::sync::Mutex<()>,
+}
+
+/// A sync answer.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SyncResult {
+    /// The generation the assignment belongs to.
+    pub generation: u64,
+    /// This member's partitions.
+    pub assignment: Vec<TopicPartition>,
+}
+
+impl GroupCoordinator {
+    /// A coordinator for `broker`.
+    pub fn new(broker: Arc<Broker>, config: CoordinatorConfig) -> Arc<GroupCoordinator> {
+        Arc::new(GroupCoordinator {
+            broker,
+            config,
+            started: Instant::now(),
+            incarnation: u64::try_from(crate::server::now_ms()).unwrap_or(0),
+            partitions: Mutex::new(BTreeMap::new()),
+            load: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Where `group_id` is coordinated (Kafka's FindCoordinator). Creates the offsets topic
+    /// on first use.
+    pub async fn find_coordinator(&self, group_id: &str) -> Result<CoordinatorInfo, GroupError> {
+        validate_group_id(group_id)?;
+        let count = self.offsets_partition_count().await?;
+        let partition = offsets::partition_for(group_id, count);
+        let (broker_id, url) = match &self.broker.cluster {
+            None => (
+                Some(self.broker.config.broker_id),
+                Some(self.broker.advertised_url.clone()),
+            ),
+            Some(cluster) => {
+                let metadata = cluster.metadata();
+                let leader = metadata
+                    .topic(OFFSETS_TOPIC)
+                    .and_then(|t| t.partitions.get(partition as usize))
+                    .and_then(|p| p.leader);
+                let url = leader.and_then(|id| {
+                    metadata
+                        .brokers
+                        .iter()
+                        .find(|b| b.id == id)
+                        .map(|b| b.address.clone())
+                });
+                (leader, url)
+            }
+        };
+        Ok(CoordinatorInfo {
+            group_id: group_id.to_string(),
+            partition,
+            broker_id,
+            url,
+        })
+    }
+
+    /// Join: waits (bounded) until the member's rebalance round completes.
+    pub async fn join(
+        &self,
+        group_id: &str,
+        request: JoinRequest,
+    ) -> Result<JoinResult, GroupError> {
+        let wait_ms = request.max_poll_interval_ms.saturating_add(WAIT_SLACK_MS);
+        let entry = self.entry(group_id, true).await?;
+        let member_id = self.with_group(&entry, |group, now_ms| {
+            group.observe_topics(&request.topics, |topic| self.partition_count(topic));
+            group.join(now_ms, request)
+        })?;
+        self.wait_for(&entry, wait_ms, |group, now_ms| {
+            group.take_join_result(now_ms, &member_id)
+        })
+        .await
+    }
+
+    /// Sync: the leader's assignment is stored, then every member gets its part.
+    pub async fn sync(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        generation: u64,
+        assignment: Option<Assignment>,
+    ) -> Result<SyncResult, GroupError> {
+        let entry = self.entry(group_id, false).await?;
+        let step = self.with_group(&entry, |group, now_ms| {
+            group.sync(now_ms, member_id, generation, assignment)
+        })?;
+        match step {
+            SyncStep::Done(assignment) => {
+                return Ok(SyncResult {
+                    generation,
+                    assignment,
+                })
+            }
+            SyncStep::Wait => {}
+            SyncStep::Persist(record) => {
+                let _writes = entry.writes.lock().await;
+                let now_unix_ms = crate::server::now_ms();
+                let stored = offsets::group_record(group_id, &record, now_unix_ms);
+                let appended = self.append(entry.partition, vec![stored]).await;
+                if let Err(error) = &appended {
+                    tracing::warn!(group = group_id, %error, "storing a group assignment failed");
+                }
+                self.with_group(&entry, |group, now_ms| {
+                    group.complete_sync(now_ms, &record, appended.is_ok());
+                    Ok(())
+                })?;
+                appended?;
+            }
+        }
+        let wait_ms = self.wait_bound_ms(&entry, member_id);
+        let assignment = self
+            .wait_for(&entry, wait_ms, |group, now_ms| {
+                match group.sync(now_ms, member_id, generation, None)? {
+                    SyncStep::Done(assignment) => Ok(Some(assignment)),
+                    _ => Ok(None),
+                }
+            })
+            .await?;
+        Ok(SyncResult {
+            generation,
+            assignment,
+        })
+    }
+
+    /// Heartbeat (`polled`: the application polled since the last one).
+    pub async fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        generation: u64,
+        polled: bool,
+    ) -> Result<(), GroupError> {
+        let entry = self.entry(group_id, false).await?;
+        self.with_group(&entry, |group, now_ms| {
+            group.heartbeat(now_ms, member_id, generation, polled)
+        })
+    }
+
+    /// Leave.
+    pub async fn leave(&self, group_id: &str, member_id: &str) -> Result<(), GroupError> {
+        let entry = self.entry(group_id, false).await?;
+        self.with_group(&entry, |group, now_ms| group.leave(now_ms, member_id))
+    }
+
+    /// Commits `offsets` for the member (or, with no member and generation -1, for a client
+    /// outside an Empty group). Answers once the records are in the offsets topic's HW.
+    pub async fn commit(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        generation: i64,
+        offsets: Vec<(TopicPartition, u64, String)>,
+    ) -> Result<(), GroupError> {
+        self.validate_commit(&offsets)?;
+        let entry = self.entry(group_id, true).await?;
+        let _writes = entry.writes.lock().await;
+        self.with_group(&entry, |group, now_ms| {
+            group.check_commit(now_ms, member_id, generation)
+        })?;
+        let commit_timestamp_ms = crate::server::now_ms();
+        let values: Vec<(TopicPartition, CommittedOffset)> = offsets
+            .into_iter()
+            .map(|(tp, offset, metadata)| {
+                let value = CommittedOffset {
+                    offset,
+                    metadata,
+                    commit_timestamp_ms,
+                };
+                (tp, value)
+            })
+            .collect();
+        let records = values
+            .iter()
+            .map(|(tp, value)| offsets::offset_record(group_id, tp, value))
+            .collect();
+        self.append(entry.partition, records).await?;
+        let mut data = entry.data.lock().expect("group lock");
+        data.offsets.extend(values);
+        Ok(())
+    }
+
+    /// The group's committed offsets (Kafka's OffsetFetch; no membership needed).
+    pub async fn fetch_offsets(
+        &self,
+        group_id: &str,
+    ) -> Result<BTreeMap<TopicPartition, CommittedOffset>, GroupError> {
+        let entry = self.entry(group_id, false).await;
+        match entry {
+            Ok(entry) => Ok(entry.data.lock().expect("group lock").offsets.clone()),
+            Err(e) if e.kind() == Some(GroupErrorKind::UnknownMemberId) => Ok(BTreeMap::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Describe-group; a group never seen is described as Dead with no members (Kafka).
+    pub async fn describe(&self, group_id: &str) -> Result<GroupDescription, GroupError> {
+        match self.entry(group_id, false).await {
+            Ok(entry) => {
+                let now_ms = self.now_ms();
+                Ok(entry
+                    .data
+                    .lock()
+                    .expect("group lock")
+                    .group
+                    .describe(now_ms))
+            }
+            Err(e) if e.kind() == Some(GroupErrorKind::UnknownMemberId) => {
+                let mut dead = Group::new(group_id, 0, self.incarnation, self.config.limits);
+                dead.unload();
+                Ok(dead.describe(self.now_ms()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every group of the offsets partitions this broker leads, with its state.
+    pub async fn list(&self) -> Result<Vec<(String, GroupState)>, GroupError> {
+        let count = self.offsets_partition_count().await?;
+        let mut listed = Vec::new();
+        for partition in 0..count {
+            let Ok(loaded) = self.loaded_partition(partition).await else {
+                continue; // led elsewhere, or not ready: that broker lists it
+            };
+            let entries: Vec<(String, Arc<GroupEntry>)> = loaded
+                .groups
+                .lock()
+                .expect("groups lock")
+                .iter()
+                .map(|(id, e)| (id.clone(), e.clone()))
+                .collect();
+            for (id, entry) in entries {
+                let now_ms = self.now_ms();
+                let mut data = entry.data.lock().expect("group lock");
+                data.group.tick(now_ms);
+                listed.push((id, data.group.state()));
+            }
+        }
+        Ok(listed)
+    }
+
+    /// Runs `f` on the group with the current partition counts observed first, and wakes
+    /// waiters when the membership changed.
+    fn with_group<R>(
+        &self,
+        entry: &GroupEntry,
+        f: impl FnOnce(&mut Group, u64) -> Result<R, GroupError>,
+    ) -> Result<R, GroupError> {
+        let now_ms = self.now_ms();
+        let mut data = entry.data.lock().expect("group lock");
+        let before = data.group.changes();
+        data.group
+            .observe_partition_counts(now_ms, |topic| self.partition_count(topic));
+        let result = f(&mut data.group, now_ms);
+        if data.group.changes() != before {
+            entry.changes.send_modify(|v| *v += 1);
+        }
+        result
+    }
+
+    /// Polls `check` whenever the group changes or a deadline passes, until it yields a value,
+    /// fails, or `wait_ms` has passed (then REBALANCE_IN_PROGRESS: rejoin).
+    async fn wait_for<R>(
+        &self,
+        entry: &GroupEntry,
+        wait_ms: u64,
+        mut check: impl FnMut(&mut Group, u64) -> Result<Option<R>, GroupError>,
+    ) -> Result<R, GroupError> {
+        let give_up_ms = self.now_ms().saturating_add(wait_ms);
+        loop {
+            let mut changes = entry.changes.subscribe();
+            let mut deadline_ms = give_up_ms;
+            let found = self.with_group(entry, |group, now_ms| {
+                let found = check(group, now_ms)?;
+                if let Some(next) = group.next_deadline_ms() {
+                    deadline_ms = deadline_ms.min(next.max(now_ms + 1));
+                }
+                Ok(found)
+            })?;
+            if let Some(found) = found {
+                return Ok(found);
+            }
+            let now_ms = self.now_ms();
+            if now_ms >= give_up_ms {
+                return Err(GroupError::new(
+                    GroupErrorKind::RebalanceInProgress,
+                    format!("the rebalance did not complete within {wait_ms} ms; rejoin"),
+                ));
+            }
+            let sleep = Duration::from_millis(deadline_ms.saturating_sub(now_ms).max(1));
+            tokio::select! {
+                _ = tokio::time::sleep(sleep) => {}
+                _ = changes.changed() => {}
+                _ = self.broker.shutdown_started() => {
+                    return Err(GroupError::new(GroupErrorKind::CoordinatorNotAvailable, "the broker is shutting down"));
+                }
+            }
+        }
+    }
+
+    fn wait_bound_ms(&self, entry: &GroupEntry, member_id: &str) -> u64 {
+        let data = entry.data.lock().expect("group lock");
+        data.group
+            .member_max_poll_interval_ms(member_id)
+            .unwrap_or(0)
+            .saturating_add(WAIT_SLACK_MS)
+    }
+
+    fn partition_count(&self, topic: &str) -> Option<u32> {
+        match &self.broker.cluster {
+            Some(cluster) => cluster
+                .metadata()
+                .topic(topic)
+                .map(|t| t.partitions.len() as u32),
+            None => self
+                .broker
+                .topics
+                .get(topic)
+                .map(|t| t.partitions.len() as u32),
+        }
+    }
+
+    fn validate_commit(&self, offsets: &[(TopicPartition, u64, String)]) -> Result<(), GroupError> {
+        if offsets.is_empty() || offsets.len() > self.config.commit_partitions_max {
+            return Err(ApiError::invalid_request(format!(
+                "a commit carries 1 to {} partitions, got {}",
+                self.config.commit_partitions_max,
+                offsets.len()
+            ))
+            .into());
+        }
+        for (tp, _, metadata) in offsets {
+            crate::topics::validate_topic_name(&tp.topic)?;
+            if metadata.len() > self.config.offset_metadata_max_bytes {
+                return Err(GroupError::new(
+                    GroupErrorKind::OffsetMetadataTooLarge,
+                    format!(
+                        "metadata of {tp} is {} bytes, more than offset.metadata.max.bytes={}",
+                        metadata.len(),
+                        self.config.offset_metadata_max_bytes
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The group's entry in its loaded partition. `create`: make an Empty group if none;
+    /// otherwise a missing group is UNKNOWN_MEMBER_ID (every member-bound request fails so).
+    async fn entry(&self, group_id: &str, create: bool) -> Result<Arc<GroupEntry>, GroupError> {
+        validate_group_id(group_id)?;
+        let count = self.offsets_partition_count().await?;
+        let partition = offsets::partition_for(group_id, count);
+        let loaded = self.loaded_partition(partition).await?;
+        let mut groups = loaded.groups.lock().expect("groups lock");
+        if let Some(entry) = groups.get(group_id) {
+            return Ok(entry.clone());
+        }
+        if !create {
+            return Err(GroupError::new(
+                GroupErrorKind::UnknownMemberId,
+                format!("group {group_id} has no members"),
+            ));
+        }
+        let group = Group::new(group_id, 0, self.incarnation, self.config.limits);
+        let entry = new_entry(partition, group, BTreeMap::new());
+        groups.insert(group_id.to_string(), entry.clone());
+        Ok(entry)
+    }
+
+    /// The partition's groups, (re)loaded from the log when this broker leads it in an epoch
+    /// it has not loaded yet. NOT_COORDINATOR when another broker leads it.
+    async fn loaded_partition(&self, partition: u32) -> Result<Arc<LoadedPartition>, GroupError> {
+        let leader_epoch = self.leader_epoch(partition)?;
+        if let Some(found) = self
+            .partitions
+            .lock()
+            .expect("partitions lock")
+            .get(&partition)
+        {
+            if found.leader_epoch == leader_epoch {
+                return Ok(found.clone());
+            }
+        }
+        let _load = self.load.lock().await;
+        // Another request may have loaded it while this one waited.
+        let leader_epoch = self.leader_epoch(partition)?;
+        if let Some(found) = self
+            .partitions
+            .lock()
+            .expect("partitions lock")
+            .get(&partition)
+        {
+            if found.leader_epoch == leader_epoch {
+                return Ok(found.clone());
+            }
+        }
+        let loaded_groups = self.read_partition(partition)?;
+        let groups = loaded_groups
+            .group_ids()
+            .into_iter()
+            .map(|id| {
+                let generation = loaded_groups.generations.get(&id).copied().unwrap_or(0);
+                let offsets = loaded_groups.offsets.get(&id).cloned().unwrap_or_default();
+                let group = Group::new(&id, generation, self.incarnation, self.config.limits);
+                (id, new_entry(partition, group, offsets))
+            })
+            .collect::<BTreeMap<_, _>>();
+        tracing::info!(
+            partition,
+            leader_epoch,
+            groups = groups.len(),
+            "loaded the groups of an offsets partition"
+        );
+        let loaded = Arc::new(LoadedPartition {
+            leader_epoch,
+            groups: Mutex::new(groups),
+        });
+        let replaced = self
+            .partitions
+            .lock()
+            .expect("partitions lock")
+            .insert(partition, loaded.clone());
+        if let Some(old) = replaced {
+            for entry in old.groups.lock().expect("groups lock").values() {
+                entry.data.lock().expect("group lock").group.unload();
+                entry.changes.send_modify(|v| *v += 1);
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// The leader epoch this broker leads `partition` of the offsets topic in.
+    fn leader_epoch(&self, partition: u32) -> Result<u32, GroupError> {
+        let Some(cluster) = &self.broker.cluster else {
+            let log = self.broker.topics.partition(OFFSETS_TOPIC, partition)?;
+            return Ok(log.offsets().leader_epoch);
+        };
+        let not_coordinator = || {
+            GroupError::new(
+                GroupErrorKind::NotCoordinator,
+                format!("this broker does not lead {OFFSETS_TOPIC}/{partition}; see GET /v1/groups/{{group}}/coordinator"),
+            )
+        };
+        let replica = cluster
+            .replica(OFFSETS_TOPIC, partition)
+            .ok_or_else(not_coordinator)?;
+        let leader_epoch = {
+            let role = replica.role();
+            if !matches!(role.role, crate::replication::manager::Role::Leader(_)) {
+                return Err(not_coordinator());
+            }
+            role.leader_epoch
+        };
+        // KIP-207: until the new leader's HW reaches its epoch start, committed offsets may be
+        // missing from what it can read.
+        cluster
+            .check_consumer_read(OFFSETS_TOPIC, partition)
+            .map_err(|e| match e.kind {
+                ErrorKind::OffsetNotAvailable => {
+                    GroupError::new(GroupErrorKind::CoordinatorLoadInProgress, e.message)
+                }
+                _ => not_coordinator(),
+            })?;
+        Ok(leader_epoch)
+    }
+
+    /// Reads the partition from its log start to its HW.
+    fn read_partition(&self, partition: u32) -> Result<LoadedGroups, GroupError> {
+        let log = self.broker.topics.partition(OFFSETS_TOPIC, partition)?;
+        let mut loaded = LoadedGroups::default();
+        let mut offset = log.offsets().log_start_offset;
+        loop {
+            let (records, _) = log
+                .read(offset, 1 << 20, crate::partition::Isolation::Committed)
+                .map_err(ApiError::from)?;
+            let Some(last) = records.last() else {
+                return Ok(loaded);
+            };
+            offset = last.offset + 1;
+            for record in &records {
+                if !loaded.apply(record) {
+                    tracing::warn!(
+                        partition,
+                        offset = record.offset,
+                        "unreadable record in the offsets topic skipped"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The offsets topic's partition count, creating the topic first if needed.
+    async fn offsets_partition_count(&self) -> Result<u32, GroupError> {
+        if let Some(count) = self.partition_count(OFFSETS_TOPIC) {
+            return Ok(count);
+        }
+        let _load = self.load.lock().await;
+        if let Some(count) = self.partition_count(OFFSETS_TOPIC) {
+            return Ok(count);
+        }
+        let partitions = self.config.offsets_topic_partitions;
+        let created = match &self.broker.cluster {
+            None => {
+                let meta = TopicMeta {
+                    partitions,
+                    replication_factor: 1,
+                    configs: BTreeMap::new(),
+                };
+                self.broker
+                    .topics
+                    .create(OFFSETS_TOPIC, meta)
+                    .await
+                    .map(|_| ())
+            }
+            Some(cluster) => {
+                let brokers = cluster.metadata().brokers.len().max(1) as u32;
+                let request = CreateTopicRequest {
+                    name: OFFSETS_TOPIC.to_string(),
+                    partitions: Some(partitions),
+                    replication_factor: Some(
+                        self.config.offsets_topic_replication_factor.min(brokers),
+                    ),
+                    configs: BTreeMap::new(),
+                };
+                cluster
+                    .create_topic(&self.broker, &request)
+                    .await
+                    .map(|_| ())
+            }
+        };
+        match created {
+            Ok(()) => {}
+            Err(e) if e.kind == ErrorKind::TopicAlreadyExists => {}
+            Err(e) => {
+                return Err(GroupError::new(
+                    GroupErrorKind::CoordinatorNotAvailable,
+                    format!("creating {OFFSETS_TOPIC}: {e}"),
+                ))
+            }
+        }
+        self.partition_count(OFFSETS_TOPIC).ok_or_else(|| {
+            GroupError::new(
+                GroupErrorKind::CoordinatorNotAvailable,
+                format!("{OFFSETS_TOPIC} is being created; retry"),
+            )
+        })
+    }
+
+    /// Appends to the offsets partition: acks=all in a cluster, a local append otherwise.
+    /// NOT_LEADER_OR_FOLLOWER becomes NOT_COORDINATOR; other produce errors keep their names,
+    /// so a client can tell "nothing written" (NOT_ENOUGH_REPLICAS) from "unknown"
+    /// (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    async fn append(
+        &self,
+        partition: u32,
+        records: Vec<crate::storage::Record>,
+    ) -> Result<(), GroupError> {
+        let result = match &self.broker.cluster {
+            Some(cluster) => {
+                let min_insync_replicas = self
+                    .broker
+                    .topics
+                    .get(OFFSETS_TOPIC)
+                    .map_or(self.broker.config.min_insync_replicas, |t| {
+                        t.config.min_insync_replicas(&self.broker.config)
+                    });
+                cluster
+                    .produce(
+                        OFFSETS_TOPIC,
+                        partition,
+                        records,
+                        true,
+                        self.config.offsets_commit_timeout_ms,
+                        min_insync_replicas,
+                    )
+                    .await
+                    .map(|_| ())
+            }
+            None => {
+                let log = self.broker.topics.partition(OFFSETS_TOPIC, partition)?;
+                crate::api::records::run_maybe_blocking(true, || log.append(records, None))
+                    .map(|_| ())
+                    .map_err(ApiError::from)
+            }
+        };
+        result.map_err(|e| match e.kind {
+            ErrorKind::NotLeaderOrFollower | ErrorKind::UnknownTopicOrPartition => {
+                GroupError::new(GroupErrorKind::NotCoordinator, e.message)
+            }
+            _ => GroupError::Api(e),
+        })
+    }
+}
+
+fn new_entry(
+    partition: u32,
+    group: Group,
+    offsets: BTreeMap<TopicPartition, CommittedOffset>,
+) -> Arc<GroupEntry> {
+    Arc::new(GroupEntry {
+        partition,
+        data: Mutex::new(GroupData { group, offsets }),
+        writes: tokio::sync::Mutex::new(()),
+        changes: watch::channel(0).0,
+    })
+}
+
+/// Group ids: 1 to 255 bytes.
+pub fn validate_group_id(group_id: &str) -> Result<(), GroupError> {
+    if group_id.is_empty() || group_id.len() > GROUP_ID_MAX_BYTES {
+        return Err(GroupError::new(
+            GroupErrorKind::InvalidGroupId,
+            format!("group ids are 1 to {GROUP_ID_MAX_BYTES} bytes long"),
+        ));
+    }
+    Ok(())
+}
