@@ -8,9 +8,11 @@
 //! - [`topics`]: create, list, describe, delete topics.
 //! - [`records`]: produce, fetch, list offsets, delete records.
 //! - [`cluster`]: metadata, status, metrics, ping.
+//! - [`groups`]: consumer groups (join, sync, heartbeat, leave, offsets, describe, list).
 
 pub mod cluster;
 pub mod extract;
+pub mod groups;
 pub mod records;
 pub mod topics;
 
@@ -57,6 +59,7 @@ pub fn client_routes() -> Router<Arc<Broker>> {
 /// request metrics.
 pub fn router(broker: Arc<Broker>) -> Router {
     let app = client_routes()
+        .merge(groups::routes(broker.clone()))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(ADMIN_BODY_MAX_BYTES))
