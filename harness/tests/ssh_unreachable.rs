@@ -90,3 +90,55 @@ fn unreachable_hosts_are_named_in_one_error_instead_of_a_hang() {
         "{err}"
     );
 }
+/// Whether `tidewater run` takes `--cluster` (prints why the test is skipped otherwise).
+fn cli_takes_cluster_files() -> bool {
+    let help = Command::new(env!("CARGO_BIN_EXE_tidewater"))
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let ok = String::from_utf8_lossy(&help.stdout).contains("--cluster");
+    if !ok {
+        eprintln!("skipped: this tidewater has no `run --cluster` yet");
+    }
+    ok
+}
+
+#[test]
+fn the_cli_reports_an_unreachable_cluster_as_a_setup_failure() {
+    if !ssh_installed() || !cli_takes_cluster_files() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = cluster_file(dir.path());
+    let store = dir.path().join("store");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_tidewater"))
+            .args([
+                "run",
+                "--plain",
+                "--time-limit",
+                "5",
+                "--replication-factor",
+                "2",
+            ])
+            .arg("--cluster")
+            .arg(&path)
+            .arg("--store")
+            .arg(&store)
+            .output()
+            .unwrap();
+        let _ = tx.send(out);
+    });
+    let out = rx
+        .recv_timeout(HANG_BOUND)
+        .expect("tidewater run must not hang on unreachable hosts");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3), "setup failure expected:\n{all}");
+    assert!(all.contains("unreachable over ssh"), "{all}");
+    assert!(all.contains("tidewater-node.invalid"), "{all}");
+}
