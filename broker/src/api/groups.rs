@@ -62,7 +62,8 @@ pub struct JoinBody {
     pub session_timeout_ms: Option<u64>,
     /// `max.poll.interval.ms`, also the rebalance timeout; default 300000.
     pub max_poll_interval_ms: Option<u64>,
-    /// `heartbeat.interval.ms`, echoed back; must be below the session timeout; default 3000.
+    /// `heartbeat.interval.ms`, echoed back; must be below the session timeout; default
+    /// 3000 or a third of the session timeout, whichever is smaller.
     pub heartbeat_interval_ms: Option<u64>,
 }
 
@@ -85,15 +86,18 @@ pub async fn join(
     let session_timeout_ms = body
         .session_timeout_ms
         .unwrap_or(SESSION_TIMEOUT_DEFAULT_MS);
+    // Kafka's consumer refuses a heartbeat interval at or above the session timeout.
+    if let Some(interval) = body.heartbeat_interval_ms {
+        if interval == 0 || interval >= session_timeout_ms {
+            return Err(crate::error::ApiError::invalid_request(format!(
+                "heartbeat_interval_ms={interval} must be in [1, session_timeout_ms={session_timeout_ms})"
+            ))
+            .into());
+        }
+    }
     let heartbeat_interval_ms = body
         .heartbeat_interval_ms
-        .unwrap_or(HEARTBEAT_INTERVAL_DEFAULT_MS.min(session_timeout_ms / 3));
-    if heartbeat_interval_ms == 0 || heartbeat_interval_ms >= session_timeout_ms {
-        return Err(crate::error::ApiError::invalid_request(format!(
-            "heartbeat_interval_ms={heartbeat_interval_ms} must be in [1, session_timeout_ms={session_timeout_ms})"
-        ))
-        .into());
-    }
+        .unwrap_or((session_timeout_ms / 3).clamp(1, HEARTBEAT_INTERVAL_DEFAULT_MS));
     if body.topics.len() > SUBSCRIPTION_TOPICS_MAX {
         return Err(crate::error::ApiError::invalid_request(format!(
             "at most {SUBSCRIPTION_TOPICS_MAX} topics per subscription"
