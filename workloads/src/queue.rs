@@ -30,6 +30,11 @@ pub trait QueueClient: Send + Sync + 'static {
         offset: u64,
         max_wait_ms: u64,
     ) -> impl Future<Output = Outcome<Fetched>> + Send;
+    /// The log start offset of `key` (where a consumer resets to after OFFSET_OUT_OF_RANGE),
+    /// `None` when it cannot be learned now. Clients without retention need not implement it.
+    fn log_start(&self, _key: &str) -> impl Future<Output = Option<u64>> + Send {
+        async { None }
+    }
 }
 
 impl QueueClient for BrokerClient {
@@ -49,6 +54,10 @@ impl QueueClient for BrokerClient {
         max_wait_ms: u64,
     ) -> impl Future<Output = Outcome<Fetched>> + Send {
         BrokerClient::fetch(self, key, offset, max_wait_ms)
+    }
+
+    async fn log_start(&self, key: &str) -> Option<u64> {
+        self.list_offset(key, "earliest").await.ok()
     }
 }
 
@@ -347,9 +356,10 @@ pub async fn poll_key<C: QueueClient>(
         Outcome::Fail(e) | Outcome::Info(e) => {
             if matches!(&e.cause, crate::client::ErrorCause::Broker { name, .. } if name == "OFFSET_OUT_OF_RANGE")
             {
-                // Kafka's auto.offset.reset=earliest: start again from 0 and let the next
-                // answer carry the log start offset.
-                consumer.positions.insert(key.to_string(), 0);
+                // Kafka's auto.offset.reset=earliest: continue from the log start (below it
+                // after retention, or past the end after an unclean election truncated it).
+                let start = client.log_start(key).await.unwrap_or(0);
+                consumer.positions.insert(key.to_string(), start);
             }
             Completion::failed(OpType::Fail, json!([["poll"]]), e)
         }
@@ -367,6 +377,8 @@ mod tests {
     struct MemoryClient {
         logs: Mutex<BTreeMap<Key, Vec<Val>>>,
         fail_sends_with: Mutex<Option<(bool, ErrorCause)>>,
+        /// Offsets below this were deleted (retention).
+        start: Mutex<u64>,
     }
 
     impl QueueClient for MemoryClient {
@@ -394,6 +406,16 @@ mod tests {
         }
 
         async fn fetch(&self, key: &str, offset: u64, _max_wait_ms: u64) -> Outcome<Fetched> {
+            if offset < *self.start.lock().unwrap() {
+                return Outcome::Fail(ClientError {
+                    cause: ErrorCause::Broker {
+                        name: "OFFSET_OUT_OF_RANGE".into(),
+                        status: 416,
+                    },
+                    node: Some("n2".into()),
+                    message: String::new(),
+                });
+            }
             let logs = self.logs.lock().unwrap();
             let log = logs.get(key).cloned().unwrap_or_default();
             let records: Vec<(u64, Val)> = log
@@ -408,10 +430,14 @@ mod tests {
                 records,
                 next_offset,
                 high_watermark: Some(log.len() as u64),
-                log_start_offset: Some(0),
+                log_start_offset: Some(*self.start.lock().unwrap()),
                 foreign_values: 0,
                 node: "n2".into(),
             })
+        }
+
+        async fn log_start(&self, _key: &str) -> Option<u64> {
+            Some(*self.start.lock().unwrap())
         }
     }
 
@@ -497,6 +523,34 @@ mod tests {
         let second = execute(&client, &s, &mut consumer, &Intent::Poll).await;
         assert_eq!(second.value, json!([["poll", {"t0/1": [[2, 12]]}]]));
         assert_eq!(consumer.positions["t0/1"], 3);
+    }
+
+    #[tokio::test]
+    async fn offset_out_of_range_resets_the_position_to_the_log_start() {
+        let client = MemoryClient::default();
+        let s = settings();
+        let mut consumer = Consumer::default();
+        for v in [20, 21, 22] {
+            let send = Intent::Send {
+                key: "t0/0".into(),
+                value: v,
+            };
+            execute(&client, &s, &mut consumer, &send).await;
+        }
+        *client.start.lock().unwrap() = 2;
+        execute(
+            &client,
+            &s,
+            &mut consumer,
+            &Intent::Assign(vec!["t0/0".into()]),
+        )
+        .await;
+        let failed = execute(&client, &s, &mut consumer, &Intent::Poll).await;
+        assert_eq!(failed.kind, OpType::Fail);
+        assert_eq!(failed.error.as_deref(), Some("OFFSET_OUT_OF_RANGE"));
+        assert_eq!(consumer.positions["t0/0"], 2);
+        let read = execute(&client, &s, &mut consumer, &Intent::Poll).await;
+        assert_eq!(read.value, json!([["poll", {"t0/0": [[2, 22]]}]]));
     }
 
     #[tokio::test]
