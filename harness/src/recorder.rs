@@ -17,7 +17,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -25,6 +25,13 @@ use tidewater_workloads::history::{Key, MicroOp, Op, OpType, Process};
 
 /// Ops buffered between callers and the writer thread before callers wait.
 pub const CHANNEL_OPS_MAX: usize = 65_536;
+
+/// The writer flushes when no op arrived for this long (besides the flushes at phase ends).
+const IDLE_FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// ... and at least this often under load, so a harness killed by a signal loses at most
+/// about a second of history.
+const FLUSH_INTERVAL_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Counts of completed client ops, for the progress display and the summary.
 #[derive(Debug, Default)]
@@ -263,16 +270,35 @@ impl Drop for Recorder {
 fn write_loop(rx: Receiver<Message>, sink: Box<dyn Write + Send>) -> std::io::Result<u64> {
     let mut out = BufWriter::with_capacity(1 << 20, sink);
     let mut written = 0u64;
-    for msg in rx {
-        match msg {
-            Message::Op(op) => {
+    let mut dirty = false;
+    let mut last_flush = Instant::now();
+    loop {
+        match rx.recv_timeout(IDLE_FLUSH_INTERVAL) {
+            Ok(Message::Op(op)) => {
                 serde_json::to_writer(&mut out, &op)?;
                 out.write_all(b"\n")?;
                 written += 1;
+                dirty = true;
+                // Under steady load the channel is never quiet: flush by age as well.
+                if last_flush.elapsed() >= FLUSH_INTERVAL_MAX {
+                    out.flush()?;
+                    last_flush = Instant::now();
+                    dirty = false;
+                }
             }
-            Message::Flush(ack) => {
+            Ok(Message::Flush(ack)) => {
                 let _ = ack.send(out.flush());
+                last_flush = Instant::now();
+                dirty = false;
             }
+            // Quiet for a moment: put what we have on disk.
+            Err(RecvTimeoutError::Timeout) if dirty => {
+                out.flush()?;
+                last_flush = Instant::now();
+                dirty = false;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
         }
     }
     out.flush()?;
@@ -348,6 +374,24 @@ mod tests {
             rec.acked_offsets_max(),
             BTreeMap::from([("t0/0".to_string(), 5)])
         );
+    }
+
+    #[test]
+    fn ops_reach_the_file_without_an_explicit_flush_once_recording_pauses() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        let rec = Recorder::create(&path).unwrap();
+        rec.record(op(0, OpType::Invoke, "poll", json!([["poll"]])));
+        // The writer flushes after IDLE_FLUSH_INTERVAL of quiet; wait for it (bounded).
+        let mut lines = 0;
+        for _ in 0..100 {
+            std::thread::sleep(IDLE_FLUSH_INTERVAL);
+            lines = std::fs::read_to_string(&path).unwrap().lines().count();
+            if lines == 1 {
+                break;
+            }
+        }
+        assert_eq!(lines, 1, "the idle writer flushed the op");
     }
 
     #[test]
