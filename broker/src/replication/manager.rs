@@ -1051,8 +1051,13 @@ impl ReplicaManager {
         let mut updates = replica.log.subscribe();
         let done =
             |o: &PartitionOffsets| o.high_watermark > last_offset || o.leader_epoch != leader_epoch;
+        // `wait_for` returns a read guard on the watched value: turn it into a bool at once,
+        // because holding it while taking the role lock deadlocks against a publisher that
+        // holds the role lock and waits for the watch's write lock.
         let waited =
-            tokio::time::timeout(Duration::from_millis(timeout_ms), updates.wait_for(done)).await;
+            tokio::time::timeout(Duration::from_millis(timeout_ms), updates.wait_for(done))
+                .await
+                .is_ok_and(|changed| changed.is_ok());
         let mut role = replica.role();
         let still_leader = role.leader_epoch == leader_epoch;
         let Role::Leader(state) = &mut role.role else {
@@ -1062,7 +1067,7 @@ impl ReplicaManager {
             return Err(lost_leadership(base_offset, last_offset));
         }
         let high_watermark = state.high_watermark();
-        if waited.is_err() || high_watermark <= last_offset {
+        if !waited || high_watermark <= last_offset {
             return Err(ApiError::new(
                 ErrorKind::RequestTimedOut,
                 format!("offsets {base_offset}..={last_offset} were appended but not replicated to the ISR within {timeout_ms} ms"),
