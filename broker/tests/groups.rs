@@ -214,6 +214,11 @@ async fn committed_offsets_survive_kill_9_of_the_coordinator() {
     let (_, coordinator) = client.get(&format!("/v1/groups/{GROUP}/coordinator")).await;
     assert_eq!(coordinator["url"], broker.url.as_str());
 
+    // The internal topic keeps every record: it has no compaction, so it must not expire.
+    let (status, topic) = client.get("/v1/topics/__consumer_offsets").await;
+    assert_eq!(status, 200, "{topic}");
+    assert_eq!(topic["configs"]["retention.ms"], "-1", "{topic}");
+
     // kill -9 and restart on the same log dir.
     broker.kill();
     let broker = Broker::start(&log_dir, &[]);

@@ -273,7 +273,8 @@ impl GroupCoordinator {
         offsets: Vec<(TopicPartition, u64, String)>,
     ) -> Result<(), GroupError> {
         self.validate_commit(&offsets)?;
-        let entry = self.entry(group_id, true).await?;
+        // Only a commit from outside the group may create it (Kafka's simple consumer).
+        let entry = self.entry(group_id, member_id.is_none()).await?;
         let _writes = entry.writes.lock().await;
         self.with_group(&entry, |group, now_ms| {
             group.check_commit(now_ms, member_id, generation)
@@ -620,12 +621,18 @@ impl GroupCoordinator {
             return Ok(count);
         }
         let partitions = self.config.offsets_topic_partitions;
+        // Kafka compacts this topic; this broker has no compaction, so nothing may expire
+        // instead: a committed offset must outlive any retention.
+        let configs: BTreeMap<String, String> = [("retention.ms", "-1"), ("retention.bytes", "-1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let created = match &self.broker.cluster {
             None => {
                 let meta = TopicMeta {
                     partitions,
                     replication_factor: 1,
-                    configs: BTreeMap::new(),
+                    configs,
                 };
                 self.broker
                     .topics
@@ -641,7 +648,7 @@ impl GroupCoordinator {
                     replication_factor: Some(
                         self.config.offsets_topic_replication_factor.min(brokers),
                     ),
-                    configs: BTreeMap::new(),
+                    configs,
                 };
                 cluster
                     .create_topic(&self.broker, &request)
