@@ -905,3 +905,40 @@ async fn kip207_unsafe_serving_of_a_lagging_hw_shows_the_hw_going_back() {
     assert_eq!(body["records"], json!([]));
     cluster.broker(3).resume();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_acks_all_writes_all_complete_and_are_all_replicated() {
+    let cluster = Cluster::start(10000, &[("replica.lag.time.max.ms", "10000")]).await;
+    cluster
+        .create_topic("t", 3, json!({"min.insync.replicas": "2"}))
+        .await;
+    // 32 writers at once: delayed produces wait while appends and follower fetches publish
+    // new offsets (this once deadlocked the leader).
+    let writers = (0..32).map(|w| {
+        let cluster = &cluster;
+        async move {
+            let mut acked = Vec::new();
+            for i in 0..10 {
+                let value = format!("w{w}-{i}");
+                let offset = cluster
+                    .produce(1, "t", &value, "all")
+                    .await
+                    .expect("acks=all write")
+                    .unwrap();
+                acked.push((offset, value));
+            }
+            acked
+        }
+    });
+    let mut acked: Vec<(u64, String)> = futures::future::join_all(writers)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    acked.sort();
+    let records = cluster.assert_converged("t", &[1, 2, 3]).await;
+    assert_eq!(
+        records, acked,
+        "every acknowledged write, each at its own offset"
+    );
+}
