@@ -14,7 +14,7 @@ use crate::error::{ApiError, ErrorKind};
 use crate::metrics::Metrics;
 use crate::partition::{Isolation, Partition};
 use crate::server::{now_ms, Broker};
-use crate::storage::{Record, StoredRecord};
+use crate::storage::{LogConfig, Record, StoredRecord};
 use crate::topics::{validate_topic_name, Topic, TopicMeta};
 
 /// Default `timeout_ms` of a produce request (Kafka's `request.timeout.ms`).
@@ -198,16 +198,19 @@ fn to_records(request: ProduceRequest, max_message_bytes: u64) -> Result<Vec<Rec
         .collect())
 }
 
-/// `POST /v1/topics/{topic}/partitions/{partition}/records`.
-pub async fn produce(
-    State(broker): State<Arc<Broker>>,
-    ApiPath((topic_name, index)): ApiPath<(String, u32)>,
-    body: Body,
-) -> Result<Json<ProduceResponse>, ApiError> {
-    validate_topic_name(&topic_name)?;
-    let (topic, partition) = partition_for_produce(&broker, &topic_name, index).await?;
-    let log_config = topic.config.log_config(&broker.config);
-    let max_message_bytes = log_config.max_message_bytes;
+/// A decoded, validated produce request.
+struct ProduceBatch {
+    acks: Acks,
+    timeout_ms: u64,
+    records: Vec<Record>,
+    /// Records in the batch (Kafka's MessagesInPerSec).
+    count: u64,
+    /// Key and value bytes (Kafka's BytesInPerSec).
+    bytes: u64,
+}
+
+/// Reads the body (bounded by the topic's `max.message.bytes`), decodes and validates it.
+async fn read_batch(body: Body, max_message_bytes: u64) -> Result<ProduceBatch, ApiError> {
     let body_limit = max_message_bytes
         .saturating_mul(2)
         .saturating_add(PRODUCE_BODY_SLACK_BYTES);
@@ -230,47 +233,53 @@ pub async fn produce(
         )));
     }
     let records = to_records(request, max_message_bytes)?;
-    let count = records.len() as u64;
-    let bytes_in: u64 = records
+    let bytes = records
         .iter()
         .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
         .sum();
-    if let Some(cluster) = &broker.cluster {
-        // Replicated partition: the leader path of the replication module.
-        let min_insync_replicas = topic.config.min_insync_replicas(&broker.config);
-        let acks_all = acks == Acks::All;
-        let appended = cluster
-            .produce(
-                &topic_name,
-                index,
-                records,
-                acks_all,
-                timeout_ms,
-                min_insync_replicas,
-            )
-            .await?;
-        Metrics::add(&broker.metrics.bytes_in, bytes_in);
-        Metrics::add(&broker.metrics.messages_in, count);
-        let acked = acks != Acks::None;
-        return Ok(Json(ProduceResponse {
-            base_offset: acked.then_some(appended.base_offset),
-            offsets: acked.then(|| (appended.base_offset..=appended.last_offset).collect()),
-            high_watermark: acked.then_some(appended.high_watermark),
-            leader_epoch: appended.leader_epoch,
-        }));
+    Ok(ProduceBatch {
+        acks,
+        timeout_ms,
+        count: records.len() as u64,
+        bytes,
+        records,
+    })
+}
+
+/// The answer to a produce: offsets and HW, or nulls with acks=0.
+fn produce_answer(
+    acks: Acks,
+    base_offset: u64,
+    last_offset: u64,
+    high_watermark: u64,
+    leader_epoch: u32,
+) -> ProduceResponse {
+    let acked = acks != Acks::None;
+    ProduceResponse {
+        base_offset: acked.then_some(base_offset),
+        offsets: acked.then(|| (base_offset..=last_offset).collect()),
+        high_watermark: acked.then_some(high_watermark),
+        leader_epoch,
     }
-    let min_insync_replicas =
-        (acks == Acks::All).then(|| topic.config.min_insync_replicas(&broker.config));
+}
+
+/// Produce on a standalone broker (RF = 1): append, then with acks=all wait for the HW (at once
+/// here, as the leader is the whole ISR).
+async fn append_standalone(
+    partition: &Partition,
+    batch: ProduceBatch,
+    log_config: &LogConfig,
+    min_insync_replicas: u16,
+) -> Result<ProduceResponse, ApiError> {
+    let required = (batch.acks == Acks::All).then_some(min_insync_replicas);
     // A topic with `flush.messages` set may fsync inside the append, holding the partition lock
     // for milliseconds: run it off the async worker so other requests are not stalled.
     let may_fsync = log_config.flush_messages != u64::MAX;
-    let appended =
-        run_maybe_blocking(may_fsync, || partition.append(records, min_insync_replicas))?;
-    Metrics::add(&broker.metrics.bytes_in, bytes_in);
-    Metrics::add(&broker.metrics.messages_in, count);
+    let records = batch.records;
+    let appended = run_maybe_blocking(may_fsync, || partition.append(records, required))?;
     let mut high_watermark = appended.offsets.high_watermark;
-    if acks == Acks::All && high_watermark <= appended.last_offset {
-        let wait = Duration::from_millis(timeout_ms);
+    if batch.acks == Acks::All && high_watermark <= appended.last_offset {
+        let wait = Duration::from_millis(batch.timeout_ms);
         if !partition
             .wait_for_high_watermark(appended.last_offset, wait)
             .await
@@ -278,27 +287,62 @@ pub async fn produce(
             return Err(ApiError::new(
                 ErrorKind::RequestTimedOut,
                 format!(
-                    "the batch at offsets {}..={} was appended but not replicated to the ISR within {timeout_ms} ms",
-                    appended.base_offset, appended.last_offset
+                    "the batch at offsets {}..={} was appended but not replicated to the ISR \
+                     within {} ms",
+                    appended.base_offset, appended.last_offset, batch.timeout_ms
                 ),
             ));
         }
         high_watermark = partition.offsets().high_watermark;
     }
-    if acks == Acks::None {
-        return Ok(Json(ProduceResponse {
-            base_offset: None,
-            offsets: None,
-            high_watermark: None,
-            leader_epoch: appended.offsets.leader_epoch,
-        }));
-    }
-    Ok(Json(ProduceResponse {
-        base_offset: Some(appended.base_offset),
-        offsets: Some((appended.base_offset..=appended.last_offset).collect()),
-        high_watermark: Some(high_watermark),
-        leader_epoch: appended.offsets.leader_epoch,
-    }))
+    Ok(produce_answer(
+        batch.acks,
+        appended.base_offset,
+        appended.last_offset,
+        high_watermark,
+        appended.offsets.leader_epoch,
+    ))
+}
+
+/// `POST /v1/topics/{topic}/partitions/{partition}/records`.
+pub async fn produce(
+    State(broker): State<Arc<Broker>>,
+    ApiPath((topic_name, index)): ApiPath<(String, u32)>,
+    body: Body,
+) -> Result<Json<ProduceResponse>, ApiError> {
+    validate_topic_name(&topic_name)?;
+    let (topic, partition) = partition_for_produce(&broker, &topic_name, index).await?;
+    let log_config = topic.config.log_config(&broker.config);
+    let batch = read_batch(body, log_config.max_message_bytes).await?;
+    let (count, bytes) = (batch.count, batch.bytes);
+    let min_insync_replicas = topic.config.min_insync_replicas(&broker.config);
+    let answer = match &broker.cluster {
+        // Replicated partition: the leader path of the replication module.
+        Some(cluster) => {
+            let acks = batch.acks;
+            let appended = cluster
+                .produce(
+                    &topic_name,
+                    index,
+                    batch.records,
+                    acks == Acks::All,
+                    batch.timeout_ms,
+                    min_insync_replicas,
+                )
+                .await?;
+            produce_answer(
+                acks,
+                appended.base_offset,
+                appended.last_offset,
+                appended.high_watermark,
+                appended.leader_epoch,
+            )
+        }
+        None => append_standalone(&partition, batch, &log_config, min_insync_replicas).await?,
+    };
+    Metrics::add(&broker.metrics.bytes_in, bytes);
+    Metrics::add(&broker.metrics.messages_in, count);
+    Ok(Json(answer))
 }
 
 /// Query of a fetch.
