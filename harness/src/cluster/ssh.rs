@@ -1051,8 +1051,6 @@ impl SshCluster {
     /// binary already has the same sha256. Returns the nodes that received a copy.
     pub fn install_binary(&self, local: &Path) -> Result<Vec<String>> {
         let digest = local_digest(local)?;
-        let bytes =
-            std::fs::read(local).map_err(|e| Error::io(format!("read {}", local.display()), e))?;
         let results = on_each(&self.inner.names(), |node| {
             let scripts = self.inner.scripts(node);
             let remote_digest = self.inner.run(node, &scripts.binary_digest())?;
@@ -1062,7 +1060,7 @@ impl SshCluster {
             let host = self.inner.host(node)?;
             self.inner
                 .remote
-                .run(host, &scripts.install_binary(), &bytes)?;
+                .upload(host, &scripts.install_binary(), local)?;
             Ok(Some(node.to_string()))
         });
         Ok(first_error(results, "install the broker binary")?

@@ -37,8 +37,25 @@ pub trait Remote: Send + Sync {
         self.run(host, script, b"")
     }
 
+    /// Like [`Remote::run`] with the content of the local file `source` as stdin (a broker
+    /// binary: transports should stream it rather than hold it in memory).
+    fn upload(&self, host: &str, script: &str, source: &Path) -> Result<String> {
+        let bytes = std::fs::read(source)
+            .map_err(|e| Error::io(format!("read {}", source.display()), e))?;
+        self.run(host, script, &bytes)
+    }
+
     /// Releases what the transport holds (connections, files). Later calls may reopen them.
     fn close(&self) {}
+}
+
+/// A command's standard input.
+#[derive(Clone, Copy)]
+enum Input<'a> {
+    /// These bytes.
+    Bytes(&'a [u8]),
+    /// This file's content, streamed by the kernel (no copy in memory).
+    File(&'a Path),
 }
 
 /// How to reach one host: the destination and the `ssh` options for it.
@@ -147,21 +164,30 @@ impl SshRemote {
     }
 
     /// One attempt: runs the script with a time limit.
-    fn attempt(&self, host: &str, script: &str, stdin: &[u8]) -> Result<String> {
+    fn attempt(&self, host: &str, script: &str, input: Input<'_>) -> Result<String> {
         let target = self.target(host);
         self.ensure_control_dir()?;
+        let (stdin, bytes, len) = match input {
+            Input::Bytes(b) => (Stdio::piped(), b, b.len() as u64),
+            Input::File(path) => {
+                let file = std::fs::File::open(path)
+                    .map_err(|e| Error::io(format!("open {}", path.display()), e))?;
+                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+                (Stdio::from(file), &[][..], len)
+            }
+        };
         let mut child = Command::new("ssh")
             .args(self.ssh_args(&target))
             .arg("--")
             .arg(script)
-            .stdin(Stdio::piped())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| Error::io("run ssh (is the openssh client installed?)", e))?;
-        let mib = (stdin.len() as u32).div_ceil(1 << 20);
+        let mib = u32::try_from(len.div_ceil(1 << 20)).unwrap_or(u32::MAX);
         let limit = self.limits.command_timeout + STDIN_TIME_PER_MIB * mib;
-        let outcome = wait_bounded(&mut child, stdin, limit);
+        let outcome = wait_bounded(&mut child, bytes, limit);
         let command = format!("ssh {} {}", target.destination, first_line(script));
         match outcome {
             Err(e) => Err(Error::io(command, e)),
@@ -205,12 +231,13 @@ impl SshRemote {
     }
 }
 
-impl Remote for SshRemote {
-    fn run(&self, host: &str, script: &str, stdin: &[u8]) -> Result<String> {
+impl SshRemote {
+    /// Attempts with bounded retries of connection failures.
+    fn with_retries(&self, host: &str, script: &str, input: Input<'_>) -> Result<String> {
         let mut backoff = RETRY_BACKOFF_FIRST;
         let mut attempt = 0;
         loop {
-            match self.attempt(host, script, stdin) {
+            match self.attempt(host, script, input) {
                 Err(Error::Command {
                     status: Some(SSH_ERROR_STATUS),
                     ..
@@ -224,9 +251,19 @@ impl Remote for SshRemote {
             }
         }
     }
+}
+
+impl Remote for SshRemote {
+    fn run(&self, host: &str, script: &str, stdin: &[u8]) -> Result<String> {
+        self.with_retries(host, script, Input::Bytes(stdin))
+    }
 
     fn probe(&self, host: &str, script: &str) -> Result<String> {
-        self.attempt(host, script, b"")
+        self.attempt(host, script, Input::Bytes(b""))
+    }
+
+    fn upload(&self, host: &str, script: &str, source: &Path) -> Result<String> {
+        self.with_retries(host, script, Input::File(source))
     }
 
     /// Closes the master connections and removes their directory (teardown does this, since
