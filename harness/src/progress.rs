@@ -114,7 +114,12 @@ impl Progress {
     pub fn println(&self, line: &str) {
         match &self.bar {
             Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
+            // A closed stderr (a reader that went away) must not stop a run half-way, as
+            // eprintln! would by panicking: the run still cleans up and writes its results.
+            None => {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "{line}");
+            }
         }
     }
 

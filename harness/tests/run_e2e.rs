@@ -146,3 +146,109 @@ fn bad_flags_fail_with_a_clear_message_before_anything_starts() {
     assert_eq!(out.code, 3, "{}", out.transcript());
     assert!(out.stderr.contains("no-such-plan"), "{}", out.transcript());
 }
+
+/// Kills the child if the test fails before it exits.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Processes whose command line mentions `needle` (the brokers carry their address in it).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(needle) && !cmdline.contains("processes_mentioning") {
+                found.push(cmdline);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn sigint_in_the_main_phase_heals_stops_and_removes_everything() {
+    use std::io::BufRead;
+    if !can_run("run_e2e sigint") {
+        return;
+    }
+    let store = tempfile::tempdir().unwrap();
+    let subnet_prefix = "10.214.6.";
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tidewater"))
+        .args([
+            "run",
+            "--time-limit",
+            "120",
+            "--nemesis",
+            "partition",
+            "--nemesis-interval",
+            "1",
+            "--seed",
+            "3",
+            "--store",
+            store.path().to_str().unwrap(),
+            "--subnet",
+            "10.214.6.0/24",
+            "--plain",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start tidewater");
+    let mut child = KillOnDrop(child);
+    let mut stderr = std::io::BufReader::new(child.0.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in stderr.by_ref() {
+        let line = line.unwrap();
+        let in_main = line.starts_with("phase main");
+        seen.push(line);
+        if in_main {
+            break;
+        }
+    }
+    // Keep reading, so the harness never writes into a closed pipe.
+    let drain = std::thread::spawn(move || stderr.map_while(Result::ok).collect::<Vec<_>>());
+    assert!(
+        seen.iter().any(|l| l.starts_with("phase main")),
+        "the run never reached its main phase:\n{}",
+        seen.join("\n")
+    );
+    // Let the partition start (at 1 s) so there is a rule and traffic to clean up.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(
+        !processes_mentioning(subnet_prefix).is_empty(),
+        "brokers run"
+    );
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    let status = child.0.wait().unwrap();
+    let rest = drain.join().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(128 + libc::SIGINT),
+        "{status:?}\n{}",
+        rest.join("\n")
+    );
+
+    assert_eq!(processes_mentioning(subnet_prefix), Vec::<String>::new());
+    let addrs = std::process::Command::new("ip")
+        .args(["-o", "addr"])
+        .output()
+        .unwrap();
+    let addrs = String::from_utf8_lossy(&addrs.stdout);
+    assert!(
+        !addrs.contains(subnet_prefix),
+        "bridge address left behind:\n{addrs}"
+    );
+    let run_dir = latest(store.path());
+    let ops = history(&run_dir);
+    assert!(
+        ops.iter().any(|op| op["type"] == "ok"),
+        "the history written so far is on disk"
+    );
+}
