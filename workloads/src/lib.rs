@@ -5,12 +5,14 @@
 //! - `results`: [`results::CheckResults`], the content of `results.json`.
 //! - `client`: [`client::BrokerClient`], the broker's HTTP client with fail/info error mapping.
 //! - `queue`: the queue workload: generator, consumer state and op execution.
+//! - `group`: the consumer-group workload: members, coordinator client, consumer faults.
 //! - `checker`: [`checker::check`], from a history and the run's settings to `results.json`.
 //! - `edn`: import and export of Jepsen's Kafka-workload histories (EDN).
 
 pub mod checker;
 pub mod client;
 pub mod edn;
+pub mod group;
 pub mod history;
 pub mod queue;
 pub mod results;
