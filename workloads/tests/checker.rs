@@ -763,3 +763,52 @@ fn a_group_that_committed_only_what_it_read_delivered_everything() {
     let r = h.check();
     assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
 }
+
+#[test]
+fn a_write_read_once_then_gone_from_the_final_reads_is_lost() {
+    // Values 13 and 14 were read, then an unclean election replaced offsets 3 and 4 with 20 and
+    // 21: the final reads cover those offsets and no longer return them.
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5);
+    h.send_ok(3, K, 3, 20).send_ok(3, K, 4, 21);
+    h.final_read(&[(0, 10), (1, 11), (2, 12), (3, 20), (4, 21)], 5);
+    let settings = CheckSettings {
+        acks: Acks::One,
+        unclean_leader_election_enable: true,
+        ..Default::default()
+    };
+    let r = h.check_with(settings);
+    let lost = &r.anomalies["lost-write"];
+    assert_eq!(lost.count, 2, "{:?}", lost.examples);
+    let gone: Vec<(i64, u64, bool)> = lost
+        .examples
+        .iter()
+        .map(|e| {
+            let v = e["value"].as_i64().unwrap();
+            let o = e["offset"].as_u64().unwrap();
+            (v, o, e["read_before_loss"] == true)
+        })
+        .collect();
+    assert_eq!(gone, vec![(13, 3, true), (14, 4, true)]);
+    assert!(
+        !lost.violation,
+        "expected under acks=1 with unclean election"
+    );
+    assert!(r.anomalies.contains_key("inconsistent-offsets"));
+    // Under the safe settings the same history is invalid.
+    assert_eq!(h.check().valid, Validity::Invalid);
+}
+
+#[test]
+fn a_write_read_once_below_where_the_final_reads_began_is_not_lost() {
+    // Near miss: the final reads started at offset 3 (say a consumer's position), so the
+    // absence of offsets 0..=2 from them proves nothing.
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5);
+    h.final_read(&ALL5[3..], 5);
+    let r = h.check();
+    assert!(!r.anomalies.contains_key("lost-write"), "{:?}", r.anomalies);
+    assert_eq!(r.valid, Validity::Valid, "{:?}", r.anomalies);
+}

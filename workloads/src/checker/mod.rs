@@ -194,6 +194,11 @@ struct KeyState {
     final_records: u64,
     /// True when some ok final read covered this key.
     final_read: bool,
+    /// Highest offset returned by an ok final read. Final reads page through the log from its
+    /// start, so every offset between `final_log_start` and this one was read at the end.
+    final_reach: Option<u64>,
+    /// Lowest offset returned by an ok final read: where the final reads began.
+    final_first: Option<u64>,
 }
 
 impl KeyState {
@@ -757,6 +762,8 @@ impl Checker {
             k.extend_reach(op.index, offset);
             if op.r#final {
                 k.final_records += 1;
+                k.final_reach = Some(k.final_reach.map_or(offset, |r| r.max(offset)));
+                k.final_first = Some(k.final_first.map_or(offset, |f| f.min(offset)));
             }
         }
         self.note_offset(key, offset, value, op.index);

@@ -1,7 +1,8 @@
 //! The end of the history: passes that need every op, over values and offsets only.
 //!
 //! - `lost-write`: acknowledged, never returned by an ok read, at an offset at or below what
-//!   ok reads (or the final reads' high watermark) reached on its key.
+//!   ok reads (or the final reads' high watermark) reached on its key; or acknowledged and read
+//!   once, but absent from the final reads that covered its offset (`read_before_loss`).
 //! - `unseen`: acknowledged, never returned by an ok read, and not provably lost.
 //! - `duplicate`: a value at two offsets (its lowest and highest offset differ).
 //! - `aborted-read`: a value read whose send failed.
@@ -228,10 +229,35 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
         if s.read_final {
             counts.acked_read_by_final += 1;
         }
+        let k = &c.keys[s.key as usize];
         if s.read_ok {
+            // Read once, yet absent from the final reads that covered its offset: the record
+            // was visible and is now gone from the log (an unclean election or truncation
+            // replaced it). Jepsen would call this only an inconsistent offset; for durability
+            // it is a lost acknowledged write, reported with `read_before_loss`.
+            let position = if s.ack_offset != NONE {
+                s.ack_offset
+            } else {
+                s.first_read_offset
+            };
+            let gone_at_end = !s.read_final
+                && position >= k.final_log_start
+                && k.final_first.is_some_and(|first| position >= first)
+                && k.final_reach.is_some_and(|reach| position <= reach);
+            if gone_at_end {
+                gone_by_key[s.key as usize].push(position);
+                out.push(Instance {
+                    name: "lost-write",
+                    key: s.key,
+                    offset: position,
+                    value,
+                    example: ValueOrd(json!({"value": value, "offset": position, "acks": acks,
+                        "send_op": opt(s.invoke_op), "ack_op": s.ack_op,
+                        "read_before_loss": true, "first_read_op": s.first_read_op})),
+                });
+            }
             continue;
         }
-        let k = &c.keys[s.key as usize];
         if s.ack_offset != NONE && s.ack_offset < k.final_log_start {
             // Possibly deleted by retention before anyone read it: proves nothing.
             counts.retention_excluded += 1;
