@@ -280,7 +280,11 @@ mod tests {
         assert_eq!(ops.len(), 4);
         assert_eq!(
             ops[1].micro_ops().unwrap(),
-            vec![MicroOp::Send { key: "t0/1".into(), offset: Some(17), value: 907 }]
+            vec![MicroOp::Send {
+                key: "t0/1".into(),
+                offset: Some(17),
+                value: 907
+            }]
         );
         match &ops[2].micro_ops().unwrap()[0] {
             MicroOp::Poll(m) => assert_eq!(m["t0/1"], vec![(16, 903), (17, 907)]),

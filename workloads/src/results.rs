@@ -106,7 +106,10 @@ mod tests {
     fn validity_serializes_as_in_the_design() {
         assert_eq!(serde_json::to_string(&Validity::Valid).unwrap(), "true");
         assert_eq!(serde_json::to_string(&Validity::Invalid).unwrap(), "false");
-        assert_eq!(serde_json::to_string(&Validity::Unknown).unwrap(), "\"unknown\"");
+        assert_eq!(
+            serde_json::to_string(&Validity::Unknown).unwrap(),
+            "\"unknown\""
+        );
         let v: Validity = serde_json::from_str("\"unknown\"").unwrap();
         assert_eq!(v, Validity::Unknown);
         assert!(serde_json::from_str::<Validity>("\"maybe\"").is_err());
