@@ -39,10 +39,21 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Control {
-    /// Through the systemd unit installed by provisioning.
+    /// The systemd unit where the host has it, else a process (decided per host in preflight).
     #[default]
+    Auto,
+    /// Through the systemd unit installed by provisioning.
     Systemd,
     /// As a process the harness starts with `setsid`, tracked by a pid file.
+    Process,
+}
+
+/// How the broker is run on one host, once `Control::Auto` is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `systemctl` on the unit.
+    Systemd,
+    /// `setsid` and a pid file.
     Process,
 }
 
@@ -373,6 +384,8 @@ struct Scripts<'a> {
     config_path: String,
     /// Whether privileged commands go through `sudo -n`.
     sudo: bool,
+    /// systemd or process; `None` until preflight decided `Control::Auto` (then systemd).
+    mode: Option<Mode>,
 }
 
 impl<'a> Scripts<'a> {
@@ -395,7 +408,17 @@ impl<'a> Scripts<'a> {
             binary: spec.binary.replace("{node}", node),
             config_path: spec.config_path.replace("{node}", node),
             sudo: host.and_then(|h| h.sudo).unwrap_or(spec.sudo),
+            mode: match spec.control {
+                Control::Auto => None,
+                Control::Systemd => Some(Mode::Systemd),
+                Control::Process => Some(Mode::Process),
+            },
         }
+    }
+
+    /// The decided mode: the file's, or what preflight found for `auto`.
+    fn mode(&self) -> Mode {
+        self.mode.unwrap_or(Mode::Systemd)
     }
 
     fn data_dir(&self) -> String {
@@ -416,9 +439,9 @@ impl<'a> Scripts<'a> {
 
     /// Signals the broker (a process group in process control).
     fn signal(&self, sig: &str) -> String {
-        match self.spec.control {
-            Control::Systemd => self.sudo(&format!("systemctl kill -s {sig} {}", self.unit())),
-            Control::Process => self.sudo(&format!(
+        match self.mode() {
+            Mode::Systemd => self.sudo(&format!("systemctl kill -s {sig} {}", self.unit())),
+            Mode::Process => self.sudo(&format!(
                 "test -f {p} && kill -{sig} -- -$(cat {p}) 2>/dev/null || true",
                 p = self.pid_file()
             )),
@@ -426,9 +449,9 @@ impl<'a> Scripts<'a> {
     }
 
     fn is_running(&self) -> String {
-        match self.spec.control {
-            Control::Systemd => format!("systemctl is-active --quiet {}", self.unit()),
-            Control::Process => self.sudo(&format!(
+        match self.mode() {
+            Mode::Systemd => format!("systemctl is-active --quiet {}", self.unit()),
+            Mode::Process => self.sudo(&format!(
                 "test -f {p} && kill -0 $(cat {p}) 2>/dev/null",
                 p = self.pid_file()
             )),
@@ -444,12 +467,12 @@ impl<'a> Scripts<'a> {
     }
 
     fn start(&self, argv: &[String]) -> String {
-        match self.spec.control {
-            Control::Systemd => self.sudo(&format!(
+        match self.mode() {
+            Mode::Systemd => self.sudo(&format!(
                 "systemctl reset-failed {u} >/dev/null 2>&1; systemctl start {u}",
                 u = self.unit()
             )),
-            Control::Process => {
+            Mode::Process => {
                 let dir = quote(&self.dir);
                 let words: Vec<String> = argv.iter().map(|a| quote(a)).collect();
                 self.sudo(&format!(
@@ -465,13 +488,13 @@ impl<'a> Scripts<'a> {
     }
 
     fn stop(&self) -> String {
-        match self.spec.control {
-            Control::Systemd => format!(
+        match self.mode() {
+            Mode::Systemd => format!(
                 "{}; {}",
                 self.signal("SIGCONT"),
                 self.sudo(&format!("systemctl stop {}", self.unit()))
             ),
-            Control::Process => format!(
+            Mode::Process => format!(
                 "{}; {}; {} || {{ {}; {}; }}",
                 self.signal("CONT"),
                 self.signal("TERM"),
@@ -483,24 +506,24 @@ impl<'a> Scripts<'a> {
     }
 
     fn kill(&self) -> String {
-        let sig = match self.spec.control {
-            Control::Systemd => "SIGKILL",
-            Control::Process => "KILL",
+        let sig = match self.mode() {
+            Mode::Systemd => "SIGKILL",
+            Mode::Process => "KILL",
         };
         format!("{}; {}", self.signal(sig), self.wait_gone(50))
     }
 
     fn pause(&self) -> String {
-        self.signal(match self.spec.control {
-            Control::Systemd => "SIGSTOP",
-            Control::Process => "STOP",
+        self.signal(match self.mode() {
+            Mode::Systemd => "SIGSTOP",
+            Mode::Process => "STOP",
         })
     }
 
     fn resume(&self) -> String {
-        self.signal(match self.spec.control {
-            Control::Systemd => "SIGCONT",
-            Control::Process => "CONT",
+        self.signal(match self.mode() {
+            Mode::Systemd => "SIGCONT",
+            Mode::Process => "CONT",
         })
     }
 
@@ -524,12 +547,12 @@ impl<'a> Scripts<'a> {
 
     /// The unit's own messages (start, stop, killed by a signal), where systemd manages it.
     fn read_journal(&self) -> Option<String> {
-        match self.spec.control {
-            Control::Systemd => Some(self.sudo(&format!(
+        match self.mode() {
+            Mode::Systemd => Some(self.sudo(&format!(
                 "journalctl --no-pager -o short-iso -n 5000 -u {} 2>&1 || true",
                 self.unit()
             ))),
-            Control::Process => None,
+            Mode::Process => None,
         }
     }
 
@@ -558,24 +581,27 @@ impl<'a> Scripts<'a> {
              test -x /sbin/iptables || echo 'problem: iptables is not installed'"
                 .to_string(),
         ];
+        let unit_exists = format!("systemctl cat {} >/dev/null 2>&1", self.unit());
+        let mut process_checks =
+            vec!["command -v setsid >/dev/null 2>&1 || echo 'problem: setsid is missing'".into()];
+        if !installing {
+            process_checks.push(format!(
+                "test -x {b} || echo 'problem: {b} is not an executable (install it, \
+                 or set install_binary in the cluster file)'",
+                b = quote(&self.binary)
+            ));
+        }
         match self.spec.control {
             Control::Systemd => checks.push(format!(
-                "systemctl cat {u} >/dev/null 2>&1 || echo 'problem: no systemd unit {u} \
+                "{unit_exists} || echo 'problem: no systemd unit {u} \
                  (install it as vagrant/provision.sh does, or use control = \"process\")'",
                 u = self.unit()
             )),
-            Control::Process => {
-                checks.push(
-                    "command -v setsid >/dev/null 2>&1 || echo 'problem: setsid is missing'".into(),
-                );
-                if !installing {
-                    checks.push(format!(
-                        "test -x {b} || echo 'problem: {b} is not an executable (install it, \
-                         or set install_binary in the cluster file)'",
-                        b = quote(&self.binary)
-                    ));
-                }
-            }
+            Control::Process => checks.extend(process_checks),
+            Control::Auto => checks.push(format!(
+                "if {unit_exists}; then echo control=systemd; else echo control=process; {}; fi",
+                process_checks.join("; ")
+            )),
         }
         let checks = self.sudo(&checks.join("; "));
         let sudo_check = if self.sudo {
@@ -763,6 +789,8 @@ struct Preflight {
     client_ip: Option<Ipv4Addr>,
     /// The port this host's sshd answered on (`$SSH_CONNECTION`).
     ssh_port: Option<u16>,
+    /// What `control = "auto"` found on this host.
+    mode: Option<Mode>,
     /// Missing prerequisites.
     problems: Vec<String>,
 }
@@ -774,6 +802,8 @@ pub struct HostFacts {
     pub client_ip: Option<Ipv4Addr>,
     /// Node -> the port its sshd answered on, which network faults must leave open.
     pub ssh_ports: BTreeMap<String, u16>,
+    /// Node -> how its broker is run, where `control = "auto"` had to find out.
+    pub modes: BTreeMap<String, Mode>,
 }
 
 /// Checks every host at once, before anything changes on any of them; one error lists every
@@ -786,6 +816,7 @@ pub fn preflight(spec: &SshSpec, remote: &dyn Remote, installing: bool) -> Resul
         let mut found = Preflight {
             client_ip: None,
             ssh_port: None,
+            mode: None,
             problems: vec![],
         };
         for line in out.lines() {
@@ -793,6 +824,12 @@ pub fn preflight(spec: &SshSpec, remote: &dyn Remote, installing: bool) -> Resul
                 found.client_ip = ip.trim().parse().ok();
             } else if let Some(port) = line.strip_prefix("sshport=") {
                 found.ssh_port = port.trim().parse().ok();
+            } else if let Some(mode) = line.strip_prefix("control=") {
+                found.mode = match mode.trim() {
+                    "systemd" => Some(Mode::Systemd),
+                    "process" => Some(Mode::Process),
+                    _ => None,
+                };
             } else if let Some(p) = line.strip_prefix("problem: ") {
                 found.problems.push(p.to_string());
             }
@@ -816,7 +853,10 @@ pub fn preflight(spec: &SshSpec, remote: &dyn Remote, installing: bool) -> Resul
                     facts.client_ip = found.client_ip;
                 }
                 if let Some(port) = found.ssh_port {
-                    facts.ssh_ports.insert(node, port);
+                    facts.ssh_ports.insert(node.clone(), port);
+                }
+                if let Some(mode) = found.mode {
+                    facts.modes.insert(node, mode);
                 }
             }
         }
@@ -863,6 +903,8 @@ struct Inner {
     net: RuleNet,
     /// The harness host's address as the hosts see it (cluster file, else `$SSH_CLIENT`).
     client_ip: Option<Ipv4Addr>,
+    /// Node -> how its broker is run, for hosts where `control = "auto"` decided.
+    modes: BTreeMap<String, Mode>,
     /// Set by the first teardown.
     torn_down: AtomicBool,
 }
@@ -877,7 +919,16 @@ impl Inner {
     }
 
     fn scripts(&self, node: &str) -> Scripts<'_> {
-        Scripts::new(&self.spec, node)
+        let mut scripts = Scripts::new(&self.spec, node);
+        if let Some(mode) = self.modes.get(node) {
+            scripts.mode = Some(*mode);
+        }
+        scripts
+    }
+
+    /// How `node`'s broker is run.
+    pub fn mode(&self, node: &str) -> Mode {
+        self.scripts(node).mode()
     }
 
     fn node_settings(&self, node: &NodeInfo) -> Vec<(String, String)> {
@@ -911,7 +962,7 @@ impl Inner {
             if self.spec.wipe_on_setup {
                 self.run(node, &scripts.wipe_all())?;
             }
-            if self.spec.control == Control::Systemd {
+            if scripts.mode() == Mode::Systemd {
                 let toml = settings_toml(&self.node_settings(info));
                 let configure = scripts.configure(info.role);
                 self.remote
@@ -1027,6 +1078,7 @@ impl SshCluster {
             paused: Mutex::new(BTreeSet::new()),
             net,
             client_ip,
+            modes: facts.modes,
             torn_down: AtomicBool::new(false),
         };
         inner.net.heal()?;
@@ -1040,6 +1092,11 @@ impl SshCluster {
     /// The cluster file this cluster was made from.
     pub fn spec(&self) -> &SshSpec {
         &self.inner.spec
+    }
+
+    /// How `node`'s broker is run (what `control = "auto"` decided for its host).
+    pub fn mode(&self, node: &str) -> Mode {
+        self.inner.mode(node)
     }
 
     /// The harness host's address as the hosts see it, if known (needed to cut clients off).
@@ -1500,6 +1557,7 @@ mod tests {
         // c1 has this binary already, n1 another one, n2 none.
         let remote = Arc::new(HostAnswers {
             inner: FakeRemote::default(),
+            preflight_of: BTreeMap::new(),
             digest_of: BTreeMap::from([
                 ("c1", same),
                 ("n1", "0000\n"),
@@ -1522,10 +1580,52 @@ mod tests {
         ));
     }
 
-    /// Answers `sha256sum` per host.
+    #[test]
+    fn auto_control_uses_the_unit_where_the_host_has_it_and_a_process_elsewhere() {
+        let remote = Arc::new(HostAnswers {
+            inner: FakeRemote::default(),
+            digest_of: BTreeMap::new(),
+            preflight_of: BTreeMap::from([
+                ("c1", "client=10.9.0.1\ncontrol=systemd\n"),
+                ("n1", "client=10.9.0.1\ncontrol=process\n"),
+                (
+                    "vagrant@192.168.56.12",
+                    "client=10.9.0.1\ncontrol=systemd\n",
+                ),
+            ]),
+        });
+        let spec: SshSpec = toml::from_str(SPEC).unwrap();
+        assert_eq!(spec.control, Control::Auto, "the default");
+        let c = SshCluster::with_remote(spec, vec![], remote.clone()).unwrap();
+        let log = remote.inner.log.lock().unwrap().clone();
+        let preflight = &log.iter().find(|(h, _, _)| h == "n1").unwrap().1;
+        assert!(
+            preflight.contains("if systemctl cat tidewater-broker >/dev/null 2>&1; then"),
+            "{preflight}"
+        );
+        assert_eq!(c.mode("n1"), Mode::Process);
+        assert_eq!(c.mode("c1"), Mode::Systemd);
+        let configured: BTreeSet<&str> = log
+            .iter()
+            .filter(|(_, s, _)| s.contains("cat > /etc/tidewater/broker.toml"))
+            .map(|(h, _, _)| h.as_str())
+            .collect();
+        assert_eq!(configured, BTreeSet::from(["c1", "vagrant@192.168.56.12"]));
+        remote.inner.log.lock().unwrap().clear();
+        c.start("n1").unwrap();
+        c.start("c1").unwrap();
+        let log = remote.inner.log.lock().unwrap().clone();
+        assert!(log[0]
+            .1
+            .contains("setsid /usr/local/bin/tidewater-broker --role broker"));
+        assert!(log[1].1.contains("systemctl start tidewater-broker"));
+    }
+
+    /// Answers `sha256sum` and the preflight per host.
     struct HostAnswers {
         inner: FakeRemote,
         digest_of: BTreeMap<&'static str, &'static str>,
+        preflight_of: BTreeMap<&'static str, &'static str>,
     }
 
     impl Remote for HostAnswers {
@@ -1533,6 +1633,14 @@ mod tests {
             let out = self.inner.run(host, script, stdin)?;
             if script.contains("sha256sum") {
                 return Ok(self.digest_of.get(host).copied().unwrap_or("").to_string());
+            }
+            if script.contains("client=") {
+                return Ok(self
+                    .preflight_of
+                    .get(host)
+                    .copied()
+                    .unwrap_or("")
+                    .to_string());
             }
             Ok(out)
         }
