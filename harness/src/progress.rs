@@ -83,7 +83,8 @@ impl Progress {
         *self.phase.lock().expect("progress lock") = (name.to_string(), Instant::now(), length);
         match &self.bar {
             Some(bar) => {
-                let len = length.map(|l| l.as_millis() as u64).unwrap_or(0);
+                // A phase without a known length shows an empty bar rather than a full one.
+                let len = length.map(|l| l.as_millis() as u64).unwrap_or(1).max(1);
                 bar.set_length(len);
                 bar.set_position(0);
             }
@@ -102,7 +103,9 @@ impl Progress {
         let line = status_line(&name, elapsed, remaining, s);
         match &self.bar {
             Some(bar) => {
-                bar.set_position(elapsed.as_millis() as u64);
+                if length.is_some() {
+                    bar.set_position(elapsed.as_millis() as u64);
+                }
                 bar.set_message(line);
                 bar.tick();
             }
