@@ -400,6 +400,18 @@ mod tests {
     }
 
     #[test]
+    fn close_removes_the_control_directory_and_a_later_command_makes_it_again() {
+        let r = remote(LIMITS);
+        let dir = r.control_dir().to_path_buf();
+        r.close();
+        assert!(!dir.exists());
+        r.ensure_control_dir().unwrap();
+        assert!(dir.is_dir(), "commands after teardown still get a private directory");
+        drop(r);
+        assert!(!dir.exists());
+    }
+
+    #[test]
     fn an_unknown_host_key_is_used_as_the_destination() {
         let r = remote(LIMITS);
         assert_eq!(
