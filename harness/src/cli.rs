@@ -42,7 +42,7 @@ pub enum Command {
     /// Render a run's report.html again.
     Report(ReportArgs),
     /// Remove what an interrupted run left behind (namespaces, bridge, rules, processes).
-    Clean,
+    Clean(CleanArgs),
     /// Browse the store in a browser: the index of runs and every run's files (read-only).
     Serve(ServeArgs),
     /// Run every combination of settings in a matrix file and compare them on one page
@@ -114,8 +114,12 @@ pub struct RunArgs {
     /// The /24 subnet of the local cluster's bridge (must be unused on this host).
     #[arg(long, value_name = "A.B.C.0/24")]
     pub subnet: Option<String>,
+    /// Run against remote hosts over ssh instead of a local cluster (a cluster file such as
+    /// vagrant/cluster.toml; see docs/ssh.md). --nodes must match its brokers.
+    #[arg(long, value_name = "FILE", conflicts_with = "subnet")]
+    pub cluster: Option<PathBuf>,
     /// Repeat a stored run: its settings, seed and fault schedule (other settings are ignored,
-    /// except --store and --plain).
+    /// except --store, --subnet, --cluster and --plain).
     #[arg(long, value_name = "RUN_DIR")]
     pub replay: Option<PathBuf>,
     /// Print plain log lines instead of a progress bar, even on a terminal.
@@ -160,9 +164,21 @@ pub struct MatrixArgs {
     /// The /24 subnet of the local cluster's bridge.
     #[arg(long, value_name = "A.B.C.0/24")]
     pub subnet: Option<String>,
+    /// Run against the hosts of a cluster file over ssh (see docs/ssh.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "subnet")]
+    pub cluster: Option<PathBuf>,
     /// Print plain log lines instead of a progress bar.
     #[arg(long)]
     pub plain: bool,
+}
+
+/// `tidewater clean`.
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    /// Clean the hosts of this cluster file (Tidewater's iptables rules, brokers left
+    /// running) instead of this machine's leftovers.
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
 }
 
 /// `tidewater serve`.
@@ -257,7 +273,7 @@ pub fn main() -> i32 {
         Command::Run(args) => run_command(args),
         Command::Check(args) => check_command(args),
         Command::Report(args) => report_command(&args.run_dir),
-        Command::Clean => clean_command(),
+        Command::Clean(args) => clean_command(&args),
         Command::Serve(args) => serve_command(&args),
         Command::Matrix(args) => matrix_command(&args),
     }
@@ -371,6 +387,7 @@ fn run_command(args: RunArgs) -> i32 {
     let target = RunTarget {
         store: args.store.clone(),
         subnet: args.subnet.clone(),
+        cluster: args.cluster.clone(),
         plain: args.plain,
     };
     execute_run(config, &target, &runtime).0
@@ -382,8 +399,21 @@ struct RunTarget {
     store: PathBuf,
     /// The local cluster's subnet, if not the default.
     subnet: Option<String>,
+    /// A cluster file: run on its hosts over ssh instead of locally.
+    cluster: Option<PathBuf>,
     /// Log lines instead of a bar.
     plain: bool,
+}
+
+impl RunTarget {
+    /// The flags that select this target, for the reproduce command.
+    fn flags(&self) -> String {
+        match (&self.cluster, &self.subnet) {
+            (Some(file), _) => format!(" --cluster {}", file.display()),
+            (None, Some(subnet)) => format!(" --subnet {subnet}"),
+            (None, None) => String::new(),
+        }
+    }
 }
 
 /// Runs one test from its config: resolves and prints the fault schedule, creates the run
@@ -416,14 +446,18 @@ fn execute_run(
         }
     };
     log_to(&run_dir.harness_log());
-    for line in describe(&config, &run_dir) {
+    let target_flags = target.flags();
+    for line in describe(&config, &run_dir, &target_flags) {
         runner::say(&progress, &line);
     }
     if let Err(e) = config.save(&run_dir.config()) {
         eprintln!("tidewater: cannot write config.json: {e}");
         return (EXIT_HARNESS, Some(run_dir));
     }
-    let factory = local_cluster(target.subnet.clone());
+    let factory = match &target.cluster {
+        Some(file) => crate::cluster_file::cluster_factory(file.clone()),
+        None => local_cluster(target.subnet.clone()),
+    };
     let result = runtime.block_on(runner::run(
         config.clone(),
         run_dir.clone(),
@@ -432,7 +466,7 @@ fn execute_run(
     ));
     progress.finish();
     let reproduce = format!(
-        "reproduce: {}  (or: {})",
+        "reproduce: {}{target_flags}  (or: {}{target_flags})",
         config.command_line(),
         RunConfig::replay_command(&run_dir.path)
     );
@@ -499,6 +533,7 @@ fn matrix_command(args: &MatrixArgs) -> i32 {
     let target = RunTarget {
         store: args.store.clone(),
         subnet: args.subnet.clone(),
+        cluster: args.cluster.clone(),
         plain: args.plain,
     };
     let out_dir = args.store.join(store::sanitize_name(&file.name));
@@ -533,7 +568,7 @@ fn matrix_command(args: &MatrixArgs) -> i32 {
 }
 
 /// The lines printed before a run: the seed first, then every derived parameter.
-pub fn describe(config: &RunConfig, run_dir: &RunDir) -> Vec<String> {
+pub fn describe(config: &RunConfig, run_dir: &RunDir, target_flags: &str) -> Vec<String> {
     let mut lines = vec![format!("seed={}", config.seed)];
     lines.push(format!(
         "name={} time_limit_s={} nodes={} concurrency={} rate={} acks={} topic={} partitions={} \
@@ -570,7 +605,10 @@ pub fn describe(config: &RunConfig, run_dir: &RunDir) -> Vec<String> {
         lines.push(format!("replaying {r}"));
     }
     lines.push(format!("run directory: {}", run_dir.path.display()));
-    lines.push(format!("reproduce: {}", config.command_line()));
+    lines.push(format!(
+        "reproduce: {}{target_flags}",
+        config.command_line()
+    ));
     lines
 }
 
@@ -721,7 +759,19 @@ fn serve_command(args: &ServeArgs) -> i32 {
     })
 }
 
-fn clean_command() -> i32 {
+fn clean_command(args: &CleanArgs) -> i32 {
+    if let Some(file) = &args.cluster {
+        return match crate::cluster_file::clean_cluster_file(file) {
+            Ok(()) => {
+                println!("cleaned the hosts of {}", file.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("tidewater: clean {}: {e}", file.display());
+                EXIT_HARNESS
+            }
+        };
+    }
     match crate::clean::clean_all() {
         Ok(report) => {
             println!(
@@ -862,7 +912,11 @@ acks = ["1", "all"]
         let run_dir = RunDir {
             path: dir.path().to_path_buf(),
         };
-        let lines = describe(&crate::runner::config::example(), &run_dir);
+        let lines = describe(
+            &crate::runner::config::example(),
+            &run_dir,
+            " --subnet 10.1.2.0/24",
+        );
         assert_eq!(lines[0], "seed=42");
         assert!(lines
             .iter()
