@@ -942,3 +942,43 @@ async fn concurrent_acks_all_writes_all_complete_and_are_all_replicated() {
         "every acknowledged write, each at its own offset"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_moves_the_log_start_offset_on_every_replica() {
+    let cluster = Cluster::start(10000, &[("replica.lag.time.max.ms", "10000")]).await;
+    cluster.create_topic("t", 3, json!({})).await;
+    for i in 0..10 {
+        cluster
+            .produce(1, "t", &format!("d{i}"), "all")
+            .await
+            .expect("acks=all write");
+    }
+    let url = format!(
+        "{}/v1/topics/t/partitions/0/delete-records",
+        cluster.broker(1).url()
+    );
+    let (status, answer) = cluster
+        .call(reqwest::Method::POST, url, Some(json!({"offset": 4})))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, answer["low_watermark"].as_u64()),
+        (200, Some(4)),
+        "{answer}"
+    );
+    for broker in [1, 2, 3] {
+        let status = cluster.replica_status(broker, "t").await.unwrap();
+        assert_eq!(status["log_start_offset"], 4, "broker {broker}: {status}");
+    }
+    let url = format!(
+        "{}/v1/topics/t/partitions/0/records?offset=2",
+        cluster.broker(1).url()
+    );
+    let (status, answer) = cluster.call(reqwest::Method::GET, url, None).await.unwrap();
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (416, Some("OFFSET_OUT_OF_RANGE"))
+    );
+    let leader = cluster.replica_status(1, "t").await.unwrap();
+    assert_eq!(leader["low_watermark"], 4);
+}

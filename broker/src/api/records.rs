@@ -531,7 +531,7 @@ pub async fn delete_records(
         offset => non_negative_offset(offset)?,
     };
     let low_watermark = match &broker.cluster {
-        Some(cluster) => cluster.delete_records(&topic, index, offset)?,
+        Some(cluster) => cluster.delete_records(&topic, index, offset).await?,
         None => partition.delete_records_before(offset)?,
     };
     Ok(Json(DeleteRecordsResponse { low_watermark }))

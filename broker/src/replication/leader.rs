@@ -301,6 +301,20 @@ impl LeaderState {
             .fold(leader_log_start_offset, u64::min)
     }
 
+    /// The low watermark over the leader and the followers for which `counted` holds (Kafka
+    /// counts the replicas on live brokers); a follower that never fetched counts as 0.
+    pub fn low_watermark_of(
+        &self,
+        leader_log_start_offset: u64,
+        counted: impl Fn(u32) -> bool,
+    ) -> u64 {
+        self.followers
+            .iter()
+            .filter(|(id, _)| counted(**id))
+            .map(|(_, f)| f.log_start_offset.unwrap_or(0))
+            .fold(leader_log_start_offset, u64::min)
+    }
+
     /// Number of assigned replicas not in the committed ISR (under-replicated when > 0).
     pub fn out_of_sync_count(&self) -> usize {
         (self.followers.len() + 1).saturating_sub(self.isr.len())
@@ -494,8 +508,18 @@ mod tests {
     fn low_watermark_is_the_minimum_known_log_start() {
         let mut l = leader();
         assert_eq!(l.low_watermark(7), 7);
+        assert_eq!(
+            l.low_watermark_of(7, |_| true),
+            0,
+            "unknown followers hold it at 0"
+        );
         l.record_fetch(2, 10, 5, 10, 1);
         l.record_fetch(3, 10, 9, 10, 1);
         assert_eq!(l.low_watermark(7), 5);
+        assert_eq!(
+            l.low_watermark_of(7, |id| id != 2),
+            7,
+            "dead replicas do not count"
+        );
     }
 }
