@@ -254,6 +254,11 @@ async fn run_phases(
     // Main phase: workers, sampler, nemesis and the progress ticker run side by side.
     let stop_workers = Arc::new(AtomicBool::new(false));
     let stop_background = Arc::new(AtomicBool::new(false));
+    // On an early return (an I/O error on the history) the tasks must stop too.
+    let _stop_guards = (
+        StopOnDrop(stop_workers.clone()),
+        StopOnDrop(stop_background.clone()),
+    );
     let ctx = WorkloadContext {
         client: client.clone(),
         settings: Arc::new(QueueSettings::new(keys.clone(), &config.acks)),
@@ -347,6 +352,15 @@ async fn run_phases(
     }
     recorder.flush().map_err(harness_err("history.jsonl"))?;
     Ok((recovered, coverage))
+}
+
+/// Sets its flag when dropped: stops background tasks whichever way a phase ends.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 async fn tick_progress(progress: Arc<Progress>, recorder: Arc<Recorder>, stop: Arc<AtomicBool>) {
