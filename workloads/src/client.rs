@@ -10,6 +10,7 @@ use crate::history::Key;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -22,6 +23,9 @@ pub const RETRIES_MAX: u32 = 3;
 pub struct ClientConfig {
     /// Broker node name (`n1`) -> base URL (`http://10.77.0.11:9092`).
     pub nodes: BTreeMap<String, String>,
+    /// Controller node name (`c1`) -> base URL. Asked for metadata before the brokers: it
+    /// holds the truth, while a partitioned broker may still believe it leads.
+    pub controllers: BTreeMap<String, String>,
     /// Bound on one HTTP request, connect included. A request that exceeds it ends `info`
     /// for sends (it may have been appended) and `fail` for reads.
     pub request_timeout_ms: u64,
@@ -41,6 +45,7 @@ impl ClientConfig {
     pub fn new(nodes: BTreeMap<String, String>) -> ClientConfig {
         ClientConfig {
             nodes,
+            controllers: BTreeMap::new(),
             request_timeout_ms: 5_000,
             connect_timeout_ms: 1_000,
             produce_timeout_ms: 3_000,
@@ -219,6 +224,8 @@ pub struct BrokerClient {
     /// Last known leader per key, so most requests go straight to the leader; cleared on
     /// NOT_LEADER_OR_FOLLOWER and refreshed from metadata.
     leaders: Mutex<HashMap<Key, String>>,
+    /// Which broker metadata requests start at, advanced on every request.
+    metadata_rotation: AtomicUsize,
 }
 
 /// Maps a broker id or name from metadata to our node name: `3`, `"3"` and `"n3"` all mean
@@ -295,6 +302,7 @@ impl BrokerClient {
             http,
             config,
             leaders: Mutex::new(HashMap::new()),
+            metadata_rotation: AtomicUsize::new(0),
         }
     }
 
@@ -357,11 +365,14 @@ impl BrokerClient {
         }
     }
 
-    /// `GET /v1/metadata` from the first node that answers, starting at a rotating node so
-    /// that one dead node does not slow every refresh.
+    /// `GET /v1/metadata` from the first node that answers: the controllers, then the
+    /// brokers starting at a rotating one, so that one dead broker does not slow every refresh.
     pub async fn metadata(&self) -> Result<(Vec<PartitionMeta>, Value), ClientError> {
         let mut last = None;
-        for (node, url) in &self.config.nodes {
+        let brokers: Vec<(&String, &String)> = self.config.nodes.iter().collect();
+        let first = self.metadata_rotation.fetch_add(1, Ordering::Relaxed);
+        let rotated = (0..brokers.len()).map(|i| brokers[(first + i) % brokers.len()]);
+        for (node, url) in self.config.controllers.iter().chain(rotated) {
             match self
                 .call(node, self.http.get(format!("{url}/v1/metadata")))
                 .await
@@ -789,6 +800,27 @@ mod tests {
             }
             other => panic!("expected ok, got {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn metadata_comes_from_the_controller_before_any_broker() {
+        let controller = canned_server(vec![(
+            200,
+            json!({"topics": [{"name": "t0", "partitions": [
+                {"partition": 0, "leader": 2, "leader_epoch": 5, "replicas": [1, 2], "isr": [2]}]}]}),
+        )])
+        .await;
+        let client = BrokerClient::new(ClientConfig {
+            controllers: BTreeMap::from([("c1".to_string(), controller)]),
+            // Nothing listens on port 1: asking this broker first would fail.
+            ..ClientConfig::new(BTreeMap::from([(
+                "n1".to_string(),
+                "http://127.0.0.1:1".to_string(),
+            )]))
+        });
+        let parts = client.refresh_leaders().await.unwrap();
+        assert_eq!(parts[0].leader.as_deref(), Some("n2"));
+        assert_eq!(client.cached_leader("t0/0").as_deref(), Some("n2"));
     }
 
     #[tokio::test]

@@ -216,8 +216,8 @@ fn teardown(cluster: &dyn Cluster, run_dir: &RunDir) -> Result<(), String> {
     }
 }
 
-/// The clients of a run: one for the brokers (the workload), one for the controller
-/// (topic creation falls back to it).
+/// The clients of a run: one for the brokers (the workload; it asks the controller for
+/// metadata first), one for the controller alone (topic creation falls back to it).
 fn clients(cluster: &dyn Cluster) -> (Arc<BrokerClient>, BrokerClient) {
     let mut brokers = BTreeMap::new();
     let mut controller = BTreeMap::new();
@@ -227,8 +227,12 @@ fn clients(cluster: &dyn Cluster) -> (Arc<BrokerClient>, BrokerClient) {
             crate::cluster::Role::Controller => controller.insert(n.name.clone(), n.url()),
         };
     }
+    let workload = ClientConfig {
+        controllers: controller.clone(),
+        ..ClientConfig::new(brokers)
+    };
     (
-        Arc::new(BrokerClient::new(ClientConfig::new(brokers))),
+        Arc::new(BrokerClient::new(workload)),
         BrokerClient::new(ClientConfig::new(controller)),
     )
 }
