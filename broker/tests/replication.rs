@@ -982,3 +982,22 @@ async fn delete_records_moves_the_log_start_offset_on_every_replica() {
     let leader = cluster.replica_status(1, "t").await.unwrap();
     assert_eq!(leader["low_watermark"], 4);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_controller_does_not_fence_brokers_when_it_resumes() {
+    let cluster = Cluster::start(2000, &[("replica.lag.time.max.ms", "3000")]).await;
+    cluster.create_topic("t", 3, json!({})).await;
+    let before = cluster.controller_metadata().await.unwrap();
+    cluster.controller.pause();
+    // Longer than a session: every broker's heartbeats go unanswered meanwhile.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    cluster.controller.resume();
+    // Two session timeouts of normal operation after the resume.
+    tokio::time::sleep(Duration::from_millis(4000)).await;
+    let after = cluster.controller_metadata().await.unwrap();
+    assert_eq!(
+        after["version"], before["version"],
+        "nothing changed: {after}"
+    );
+    assert_eq!(after["topics"], before["topics"]);
+}

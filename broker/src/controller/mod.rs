@@ -162,12 +162,27 @@ fn router(controller: Arc<Controller>) -> Router {
 /// Fences brokers whose session expired, checking often enough (a tenth of the timeout, at
 /// most every 100 ms) that fencing happens within about 10% of `broker.session.timeout.ms`.
 async fn expire_sessions_forever(controller: Arc<Controller>, session_timeout_ms: u64) {
-    let period = Duration::from_millis((session_timeout_ms / 10).clamp(10, 100));
-    let mut interval = tokio::time::interval(period);
+    let period_ms = (session_timeout_ms / 10).clamp(10, 100);
+    // A gap this long between two checks means this process itself did not run (SIGSTOP, a
+    // stalled machine): the brokers' heartbeats were not missing, they were not read. The gap
+    // is measured with the same clock reading the expiry uses, so a pause at any point cannot
+    // fence brokers for heartbeats the controller could not process.
+    let stall_ms = period_ms + session_timeout_ms / 2;
+    let mut interval = tokio::time::interval(Duration::from_millis(period_ms));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_check_ms = now_ms();
     loop {
         interval.tick().await;
         let result = controller.apply(|state, now| {
+            let stalled = now.saturating_sub(last_check_ms) > stall_ms;
+            last_check_ms = now;
+            if stalled {
+                tracing::warn!(
+                    "controller was stalled; restarting every broker session instead of fencing"
+                );
+                state.restart_sessions(now);
+                return Ok(());
+            }
             let fenced = state.expire_sessions(now);
             if !fenced.is_empty() {
                 tracing::warn!(?fenced, "broker sessions expired; brokers fenced");

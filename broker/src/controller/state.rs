@@ -105,13 +105,21 @@ impl ControllerState {
     /// The state recovered from a snapshot; every broker's session restarts at `now_ms`.
     pub fn from_snapshot(
         config: ControllerConfig,
-        mut snapshot: ControllerSnapshot,
+        snapshot: ControllerSnapshot,
         now_ms: u64,
     ) -> Self {
-        for broker in snapshot.brokers.values_mut() {
+        let mut state = Self { config, snapshot };
+        state.restart_sessions(now_ms);
+        state
+    }
+
+    /// Restarts every broker's session at `now_ms`. After the controller itself was stopped
+    /// (a restart, or a pause longer than a session), the missing heartbeats say nothing about
+    /// the brokers: they get a full session timeout to heartbeat again.
+    pub fn restart_sessions(&mut self, now_ms: u64) {
+        for broker in self.snapshot.brokers.values_mut() {
             broker.last_heartbeat_ms = now_ms;
         }
-        Self { config, snapshot }
     }
 
     /// What to persist.
@@ -818,6 +826,14 @@ mod tests {
         );
         // Broker epochs keep growing across the restart.
         assert!(restored.register_broker(4, "x", 50_001) > c.snapshot().last_broker_epoch);
+    }
+
+    #[test]
+    fn restarted_sessions_expire_only_a_full_timeout_later() {
+        let mut c = cluster(false);
+        c.restart_sessions(10 * SESSION_MS);
+        assert_eq!(c.expire_sessions(11 * SESSION_MS), Vec::<u32>::new());
+        assert_eq!(c.expire_sessions(11 * SESSION_MS + 1), vec![1, 2, 3]);
     }
 
     #[test]
