@@ -41,6 +41,8 @@ pub enum ErrorKind {
     NotLeaderOrFollower,
     /// The request carries a leader epoch older than the partition's current one.
     FencedLeaderEpoch,
+    /// The request's leader epoch is newer than this broker's (it has not seen the election yet).
+    UnknownLeaderEpoch,
     /// acks=all and the ISR is smaller than `min.insync.replicas`: nothing was written.
     NotEnoughReplicas,
     /// acks=all, appended, then the ISR shrank below `min.insync.replicas`: indeterminate.
@@ -76,6 +78,7 @@ impl ErrorKind {
             Self::TopicAlreadyExists => "TOPIC_ALREADY_EXISTS",
             Self::NotLeaderOrFollower => "NOT_LEADER_OR_FOLLOWER",
             Self::FencedLeaderEpoch => "FENCED_LEADER_EPOCH",
+            Self::UnknownLeaderEpoch => "UNKNOWN_LEADER_EPOCH",
             Self::NotEnoughReplicas => "NOT_ENOUGH_REPLICAS",
             Self::NotEnoughReplicasAfterAppend => "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
             Self::RequestTimedOut => "REQUEST_TIMED_OUT",
@@ -100,7 +103,9 @@ impl ErrorKind {
             | Self::InvalidConfig => StatusCode::BAD_REQUEST,
             Self::MessageTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::OffsetOutOfRange => StatusCode::RANGE_NOT_SATISFIABLE,
-            Self::TopicAlreadyExists | Self::FencedLeaderEpoch => StatusCode::CONFLICT,
+            Self::TopicAlreadyExists | Self::FencedLeaderEpoch | Self::UnknownLeaderEpoch => {
+                StatusCode::CONFLICT
+            }
             Self::NotLeaderOrFollower => StatusCode::MISDIRECTED_REQUEST,
             Self::NotEnoughReplicas
             | Self::NotEnoughReplicasAfterAppend

@@ -493,6 +493,30 @@ async fn acks_all_write_survives_leader_kill_9_and_new_leader_has_higher_epoch()
         acked[..],
         "every acknowledged record at its offset"
     );
+    // Clients that still carry the old leader epoch are fenced (KIP-320), nothing is written.
+    let stale_epoch = before["leader_epoch"].clone();
+    let url = format!(
+        "{}/v1/topics/t/partitions/0/records",
+        cluster.broker(new_leader).url()
+    );
+    let body = json!({"acks": "all", "leader_epoch": stale_epoch, "records": [{"value": "stale"}]});
+    let (status, answer) = cluster
+        .call(reqwest::Method::POST, url, Some(body))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (409, Some("FENCED_LEADER_EPOCH"))
+    );
+    let url = format!(
+        "{}/v1/topics/t/partitions/0/records?offset=0&leader_epoch={stale_epoch}",
+        cluster.broker(new_leader).url()
+    );
+    let (status, answer) = cluster.call(reqwest::Method::GET, url, None).await.unwrap();
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (409, Some("FENCED_LEADER_EPOCH"))
+    );
     // The old leader comes back as a follower and catches up; all replicas end identical.
     cluster.broker_mut(leader).start();
     let final_records = cluster.assert_converged("t", &[1, 2, 3]).await;

@@ -78,6 +78,9 @@ pub struct ProduceRequest {
     pub timeout_ms: Option<u64>,
     /// The batch, appended atomically at consecutive offsets.
     pub records: Vec<ProduceRecord>,
+    /// The leader epoch the client believes current (KIP-320), optional: an older one is
+    /// FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, and nothing is written.
+    pub leader_epoch: Option<u32>,
 }
 
 /// One record to produce. Keys and values are UTF-8 strings.
@@ -201,6 +204,8 @@ fn to_records(request: ProduceRequest, max_message_bytes: u64) -> Result<Vec<Rec
 /// A decoded, validated produce request.
 struct ProduceBatch {
     acks: Acks,
+    /// The client's view of the leader epoch, checked before the append.
+    leader_epoch: Option<u32>,
     timeout_ms: u64,
     records: Vec<Record>,
     /// Records in the batch (Kafka's MessagesInPerSec).
@@ -232,6 +237,7 @@ async fn read_batch(body: Body, max_message_bytes: u64) -> Result<ProduceBatch, 
             "timeout_ms must be at most {PRODUCE_TIMEOUT_MAX_MS}, got {timeout_ms}"
         )));
     }
+    let leader_epoch = request.leader_epoch;
     let records = to_records(request, max_message_bytes)?;
     let bytes = records
         .iter()
@@ -239,6 +245,7 @@ async fn read_batch(body: Body, max_message_bytes: u64) -> Result<ProduceBatch, 
         .sum();
     Ok(ProduceBatch {
         acks,
+        leader_epoch,
         timeout_ms,
         count: records.len() as u64,
         bytes,
@@ -271,6 +278,10 @@ async fn append_standalone(
     log_config: &LogConfig,
     min_insync_replicas: u16,
 ) -> Result<ProduceResponse, ApiError> {
+    crate::replication::manager::check_client_leader_epoch(
+        batch.leader_epoch,
+        partition.offsets().leader_epoch,
+    )?;
     let required = (batch.acks == Acks::All).then_some(min_insync_replicas);
     // A topic with `flush.messages` set may fsync inside the append, holding the partition lock
     // for milliseconds: run it off the async worker so other requests are not stalled.
@@ -320,15 +331,14 @@ pub async fn produce(
         // Replicated partition: the leader path of the replication module.
         Some(cluster) => {
             let acks = batch.acks;
+            let options = crate::replication::manager::ProduceOptions {
+                acks_all: acks == Acks::All,
+                timeout_ms: batch.timeout_ms,
+                min_insync_replicas,
+                leader_epoch: batch.leader_epoch,
+            };
             let appended = cluster
-                .produce(
-                    &topic_name,
-                    index,
-                    batch.records,
-                    acks == Acks::All,
-                    batch.timeout_ms,
-                    min_insync_replicas,
-                )
+                .produce_with(&topic_name, index, batch.records, options)
                 .await?;
             produce_answer(
                 acks,
@@ -357,6 +367,9 @@ pub struct FetchQuery {
     pub max_wait_ms: Option<u64>,
     /// `committed` (below the HW, default) or `uncommitted` (below the LEO).
     pub isolation: Option<String>,
+    /// The leader epoch the client believes current (KIP-320), optional: an older one is
+    /// FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+    pub leader_epoch: Option<u32>,
 }
 
 /// A fetched record.
@@ -427,8 +440,12 @@ pub async fn fetch(
 ) -> Result<Json<FetchResponse>, ApiError> {
     validate_topic_name(&topic)?;
     let partition = broker.topics.partition(&topic, index)?;
-    if let Some(cluster) = &broker.cluster {
-        cluster.check_consumer_read(&topic, index)?;
+    match &broker.cluster {
+        Some(cluster) => cluster.check_consumer_read_at(&topic, index, query.leader_epoch)?,
+        None => crate::replication::manager::check_client_leader_epoch(
+            query.leader_epoch,
+            partition.offsets().leader_epoch,
+        )?,
     }
     let offset = non_negative_offset(query.offset)?;
     let isolation = parse_isolation(query.isolation.as_deref())?;
@@ -560,6 +577,7 @@ mod tests {
         let request = |value: &str| ProduceRequest {
             acks: None,
             timeout_ms: None,
+            leader_epoch: None,
             records: vec![ProduceRecord {
                 key: Some("k".into()),
                 value: value.into(),

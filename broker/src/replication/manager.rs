@@ -1005,12 +1005,7 @@ impl ReplicaManager {
         }
     }
 
-    /// Replicated produce on the leader: NOT_ENOUGH_REPLICAS before appending when acks=all
-    /// and the ISR is below `min_insync_replicas`; append in the leader epoch; with acks=all a
-    /// delayed produce that completes when the HW passes the batch (then
-    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum), or fails with
-    /// REQUEST_TIMED_OUT after `timeout_ms` or when the leadership is lost meanwhile (the
-    /// batch may or may not survive: indeterminate, so not NOT_LEADER_OR_FOLLOWER).
+    /// [`ReplicaManager::produce_with`] without a client leader epoch.
     pub async fn produce(
         &self,
         topic: &str,
@@ -1020,6 +1015,34 @@ impl ReplicaManager {
         timeout_ms: u64,
         min_insync_replicas: u16,
     ) -> Result<LeaderAppend, ApiError> {
+        let options = ProduceOptions {
+            acks_all,
+            timeout_ms,
+            min_insync_replicas,
+            leader_epoch: None,
+        };
+        self.produce_with(topic, partition, records, options).await
+    }
+
+    /// Replicated produce on the leader: NOT_ENOUGH_REPLICAS before appending when acks=all
+    /// and the ISR is below `min_insync_replicas`; append in the leader epoch; with acks=all a
+    /// delayed produce that completes when the HW passes the batch (then
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum), or fails with
+    /// REQUEST_TIMED_OUT after `timeout_ms` or when the leadership is lost meanwhile (the
+    /// batch may or may not survive: indeterminate, so not NOT_LEADER_OR_FOLLOWER).
+    pub async fn produce_with(
+        &self,
+        topic: &str,
+        partition: u32,
+        records: Vec<Record>,
+        options: ProduceOptions,
+    ) -> Result<LeaderAppend, ApiError> {
+        let ProduceOptions {
+            acks_all,
+            timeout_ms,
+            min_insync_replicas,
+            leader_epoch: client_epoch,
+        } = options;
         let replica = self
             .replica(topic, partition)
             .ok_or_else(|| not_leader(topic, partition))?;
@@ -1029,6 +1052,7 @@ impl ReplicaManager {
             let Role::Leader(state) = &mut role.role else {
                 return Err(not_leader(topic, partition));
             };
+            check_client_leader_epoch(client_epoch, leader_epoch)?;
             let isr_size = state.isr().len();
             if acks_all && isr_size < usize::from(min_insync_replicas) {
                 return Err(ApiError::new(
@@ -1093,6 +1117,17 @@ impl ReplicaManager {
     /// and (KIP-207) its HW has reached the start of its epoch, unless
     /// `tidewater.unsafe.serve.lagging.hw.enable` restores the old behaviour.
     pub fn check_consumer_read(&self, topic: &str, partition: u32) -> Result<(), ApiError> {
+        self.check_consumer_read_at(topic, partition, None)
+    }
+
+    /// [`ReplicaManager::check_consumer_read`] for a client that sent the leader epoch it
+    /// believes current (KIP-320).
+    pub fn check_consumer_read_at(
+        &self,
+        topic: &str,
+        partition: u32,
+        client_epoch: Option<u32>,
+    ) -> Result<(), ApiError> {
         let replica = self
             .replica(topic, partition)
             .ok_or_else(|| not_leader(topic, partition))?;
@@ -1100,6 +1135,7 @@ impl ReplicaManager {
         let Role::Leader(state) = &role.role else {
             return Err(not_leader(topic, partition));
         };
+        check_client_leader_epoch(client_epoch, role.leader_epoch)?;
         if !self.settings.unsafe_serve_lagging_hw_enable
             && state.high_watermark() < state.epoch_start_offset
         {
@@ -1259,6 +1295,35 @@ impl ReplicaManager {
         let result = f(&mut log).map_err(fetcher::FetchError::Log);
         replica.log.publish(&log);
         result
+    }
+}
+
+/// Options of a replicated produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceOptions {
+    /// acks=all: wait until the HW passes the batch.
+    pub acks_all: bool,
+    /// How long an acks=all produce waits.
+    pub timeout_ms: u64,
+    /// The topic's `min.insync.replicas`.
+    pub min_insync_replicas: u16,
+    /// The leader epoch the client believes current, if it sent one.
+    pub leader_epoch: Option<u32>,
+}
+
+/// KIP-320 for client requests: a leader epoch older than `current` is FENCED_LEADER_EPOCH, a
+/// newer one UNKNOWN_LEADER_EPOCH (this broker has not seen that election yet); none is fine.
+pub fn check_client_leader_epoch(requested: Option<u32>, current: u32) -> Result<(), ApiError> {
+    match requested {
+        Some(epoch) if epoch < current => Err(ApiError::new(
+            ErrorKind::FencedLeaderEpoch,
+            format!("leader epoch {epoch} is older than the current {current}; refresh metadata"),
+        )),
+        Some(epoch) if epoch > current => Err(ApiError::new(
+            ErrorKind::UnknownLeaderEpoch,
+            format!("leader epoch {epoch} is newer than this broker's {current}; retry shortly"),
+        )),
+        _ => Ok(()),
     }
 }
 
