@@ -596,12 +596,61 @@ impl BrokerClient {
         }))
     }
 
+    /// True when `key`'s log has settled at `offset`: every replica is in the ISR (so no
+    /// other log can be elected) and the leader reports high watermark = log end = `offset`
+    /// (so nothing at or above `offset` exists). The final reads stop there even when an
+    /// acknowledged offset lies beyond: that record is gone.
+    pub async fn settled_at(&self, key: &str, offset: u64) -> bool {
+        let Ok(parts) = self.refresh_leaders().await else {
+            return false;
+        };
+        let Some(p) = parts.iter().find(|p| p.key == key) else {
+            return false;
+        };
+        let Some(leader) = &p.leader else {
+            return false;
+        };
+        let mut isr = p.isr.clone();
+        let mut replicas = p.replicas.clone();
+        isr.sort();
+        replicas.sort();
+        if replicas.is_empty() || isr != replicas {
+            return false;
+        }
+        let Ok(status) = self.status(leader).await else {
+            return false;
+        };
+        status_settled(&status, key, offset)
+    }
+
     /// `GET /v1/status` of one node, unparsed.
     pub async fn status(&self, node: &str) -> Result<Value, ClientError> {
         let url = self.url(node)?;
         self.call(node, self.http.get(format!("{url}/v1/status")))
             .await
     }
+}
+
+/// Whether a `/v1/status` answer shows `key` led here with high watermark = log end = `offset`.
+pub fn status_settled(status: &Value, key: &str, offset: u64) -> bool {
+    let Some((topic, partition)) = split_key(key) else {
+        return false;
+    };
+    status
+        .get("replicas")
+        .or_else(|| status.get("partitions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|r| {
+            r.get("topic").and_then(Value::as_str) == Some(topic)
+                && r.get("partition").and_then(Value::as_u64) == Some(u64::from(partition))
+        })
+        .any(|r| {
+            r.get("role").and_then(Value::as_str) == Some("leader")
+                && r.get("high_watermark").and_then(Value::as_u64) == Some(offset)
+                && r.get("log_end_offset").and_then(Value::as_u64) == Some(offset)
+        })
 }
 
 /// Parses a fetch answer; `requested` is the offset asked for.
@@ -711,6 +760,26 @@ mod tests {
         assert_eq!(parts[0].leader_epoch, Some(4));
         assert_eq!(parts[1].leader, None);
         assert_eq!(parts[1].replicas, vec!["n1"]);
+    }
+
+    #[test]
+    fn a_log_is_settled_only_where_its_leader_has_committed_everything() {
+        let status = json!({"replicas": [
+            {"topic": "t0", "partition": 0, "role": "leader", "high_watermark": 7, "log_end_offset": 7},
+            {"topic": "t0", "partition": 1, "role": "leader", "high_watermark": 5, "log_end_offset": 9},
+            {"topic": "t0", "partition": 2, "role": "follower", "high_watermark": 4, "log_end_offset": 4},
+        ]});
+        assert!(status_settled(&status, "t0/0", 7));
+        assert!(
+            !status_settled(&status, "t0/0", 6),
+            "not at the offset asked about"
+        );
+        assert!(
+            !status_settled(&status, "t0/1", 5),
+            "uncommitted records above the HW"
+        );
+        assert!(!status_settled(&status, "t0/2", 4), "only the leader knows");
+        assert!(!status_settled(&status, "t0/3", 0));
     }
 
     #[test]

@@ -35,6 +35,12 @@ pub trait QueueClient: Send + Sync + 'static {
     fn log_start(&self, _key: &str) -> impl Future<Output = Option<u64>> + Send {
         async { None }
     }
+    /// True when `key`'s log has settled at `offset` (nothing at or above it exists, and
+    /// nothing else can be elected): the final reads are complete there. Clients that cannot
+    /// tell answer false, and the final reads then wait for every acknowledged offset.
+    fn settled_at(&self, _key: &str, _offset: u64) -> impl Future<Output = bool> + Send {
+        async { false }
+    }
 }
 
 impl QueueClient for BrokerClient {
@@ -58,6 +64,10 @@ impl QueueClient for BrokerClient {
 
     async fn log_start(&self, key: &str) -> Option<u64> {
         self.list_offset(key, "earliest").await.ok()
+    }
+
+    fn settled_at(&self, key: &str, offset: u64) -> impl Future<Output = bool> + Send {
+        BrokerClient::settled_at(self, key, offset)
     }
 }
 

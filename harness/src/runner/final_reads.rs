@@ -28,12 +28,17 @@ pub struct KeyCoverage {
     pub reached: u64,
     /// Final read ops issued.
     pub reads: u64,
+    /// True when the reads stopped short of the target because the log settled below it:
+    /// every replica in sync and the leader's high watermark = log end = `reached`. The
+    /// acknowledged records at or above `reached` no longer exist anywhere.
+    #[serde(default)]
+    pub settled: bool,
 }
 
 impl KeyCoverage {
-    /// True when every offset below the target was read.
+    /// True when every offset below the target was read, or everything the log still holds.
     pub fn complete(&self) -> bool {
-        self.reached >= self.target
+        self.reached >= self.target || self.settled
     }
 }
 
@@ -49,14 +54,16 @@ async fn read_key<C: QueueClient>(
     let mut consumer = Consumer::default();
     let mut target = acked_max.map(|o| o + 1).unwrap_or(0);
     let mut hw_seen = false;
+    let mut settled = false;
     let mut reads = 0;
     loop {
         let position = consumer.positions.get(key).copied().unwrap_or(0);
-        if (hw_seen && position >= target) || Instant::now() >= deadline {
+        if (hw_seen && position >= target) || settled || Instant::now() >= deadline {
             return KeyCoverage {
                 target,
                 reached: position,
                 reads,
+                settled,
             };
         }
         recorder.record(final_invoke(process));
@@ -64,13 +71,19 @@ async fn read_key<C: QueueClient>(
         reads += 1;
         let ok = c.kind == OpType::Ok;
         let advanced = consumer.positions.get(key).copied().unwrap_or(0) > position;
+        let read_hw = c.high_watermarks.as_ref().and_then(|h| h.get(key)).copied();
         if ok && !hw_seen {
-            if let Some(hw) = c.high_watermarks.as_ref().and_then(|h| h.get(key)) {
-                target = target.max(*hw);
+            if let Some(hw) = read_hw {
+                target = target.max(hw);
                 hw_seen = true;
             }
         }
         recorder.record(completion_op(process, "poll", c, true));
+        // At the end of what is committed but short of an acknowledged offset: either the
+        // followers are still catching up (wait) or the log settled below it (stop).
+        if ok && !advanced && read_hw.is_some_and(|hw| position >= hw) && position < target {
+            settled = client.settled_at(key, position).await;
+        }
         // Back off when nothing moved (a failure, or an acknowledged offset the log does not
         // reach yet), so waiting for followers does not flood the history.
         if !ok || !advanced {
@@ -116,6 +129,8 @@ mod tests {
     /// A log of 5 records with HW 5 that fails the first fetch of each key.
     struct Log {
         calls: AtomicU32,
+        /// The offset `settled_at` confirms, if any.
+        settle_at: Option<u64>,
     }
 
     impl QueueClient for Log {
@@ -141,6 +156,9 @@ mod tests {
                 node: "n1".into(),
             })
         }
+        async fn settled_at(&self, _key: &str, offset: u64) -> bool {
+            self.settle_at == Some(offset)
+        }
     }
 
     #[tokio::test]
@@ -150,6 +168,7 @@ mod tests {
         let recorder = Recorder::create(&path).unwrap();
         let client = Arc::new(Log {
             calls: AtomicU32::new(0),
+            settle_at: None,
         });
         let cov = read_all(
             client,
@@ -163,7 +182,8 @@ mod tests {
             KeyCoverage {
                 target: 5,
                 reached: 5,
-                reads: 4
+                reads: 4,
+                settled: false,
             }
         );
         assert!(cov["t0/0"].complete());
@@ -179,8 +199,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn an_acknowledged_offset_beyond_the_log_keeps_reading_until_the_deadline() {
+    /// Final reads of `t0/0` (a 5-record log) after an acknowledged send at offset 9.
+    async fn read_past_the_log(settle_at: Option<u64>, limit: Duration) -> KeyCoverage {
         let recorder = Recorder::with_writer(Box::new(std::io::sink()));
         recorder.record(completion_op(
             0,
@@ -197,16 +217,23 @@ mod tests {
         ));
         let client = Arc::new(Log {
             calls: AtomicU32::new(1),
+            settle_at,
         });
-        let cov = read_all(
-            client,
-            recorder,
-            &["t0/0".to_string()],
-            Duration::from_millis(300),
-        )
-        .await;
-        assert_eq!(cov["t0/0"].target, 10);
-        assert_eq!(cov["t0/0"].reached, 5);
-        assert!(!cov["t0/0"].complete());
+        let mut cov = read_all(client, recorder, &["t0/0".to_string()], limit).await;
+        cov.remove("t0/0").unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_acknowledged_offset_beyond_the_log_keeps_reading_until_the_deadline() {
+        let cov = read_past_the_log(None, Duration::from_millis(300)).await;
+        assert_eq!((cov.target, cov.reached, cov.settled), (10, 5, false));
+        assert!(!cov.complete());
+    }
+
+    #[tokio::test]
+    async fn a_log_settled_below_an_acknowledged_offset_completes_the_reads() {
+        let cov = read_past_the_log(Some(5), Duration::from_secs(30)).await;
+        assert_eq!((cov.target, cov.reached, cov.settled), (10, 5, true));
+        assert!(cov.complete(), "the record at offset 9 is gone, not unread");
     }
 }
