@@ -6,7 +6,7 @@
 //!
 //! Then two interrupted runs on the same hosts: SIGINT in the middle of the main phase must
 //! leave nothing behind either (the signal guard tears the ssh cluster down), and after a
-//! SIGKILL, which no handler sees, `clean_cluster_file` must remove what is left.
+//! SIGKILL, which no handler sees, `tidewater clean --cluster` must remove what is left.
 //!
 //! Needs root, `sshd`, `ssh`, `ssh-keygen` and `iptables`; prints a message and passes
 //! otherwise. Takes about 90 s: an 18 s main phase with setup, recovery, final reads and
@@ -334,22 +334,9 @@ fn run_args(cluster: &Path, store: &Path, extra: &[&str]) -> Vec<String> {
     args
 }
 
-/// Whether `tidewater run` takes `--cluster` (prints why the test is skipped otherwise).
-fn cli_takes_cluster_files() -> bool {
-    let help = Command::new(env!("CARGO_BIN_EXE_tidewater"))
-        .args(["run", "--help"])
-        .output()
-        .unwrap();
-    let ok = String::from_utf8_lossy(&help.stdout).contains("--cluster");
-    if !ok {
-        eprintln!("skipped: this tidewater has no `run --cluster` yet");
-    }
-    ok
-}
-
 #[test]
 fn chaos_runs_over_ssh_end_with_a_verdict_and_leave_nothing_behind() {
-    if !usable() || !cli_takes_cluster_files() {
+    if !usable() {
         return;
     }
     let broker = find_broker_binary().unwrap();
@@ -479,7 +466,17 @@ fn chaos_runs_over_ssh_end_with_a_verdict_and_leave_nothing_behind() {
         left.iter().any(|l| l.contains("broker process")),
         "a SIGKILLed harness leaves its brokers running: {left:#?}"
     );
-    tidewater::cluster_file::clean_cluster_file(&cluster).unwrap();
+    let clean = Command::new(env!("CARGO_BIN_EXE_tidewater"))
+        .arg("clean")
+        .arg("--cluster")
+        .arg(&cluster)
+        .output()
+        .unwrap();
+    assert!(
+        clean.status.success(),
+        "tidewater clean --cluster: {}",
+        String::from_utf8_lossy(&clean.stderr)
+    );
     let left = everything_left(&hosts);
     assert!(left.is_empty(), "left after clean: {left:#?}");
 
