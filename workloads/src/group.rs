@@ -283,17 +283,21 @@ pub struct HttpGroupClient {
     retries: u32,
     /// Pause between them.
     retry_backoff_ms: u64,
+    /// Bound on heartbeats, leaves, commits and offset fetches.
+    request_timeout: Duration,
+    /// Bound on joins and syncs, which wait for the rebalance round.
+    long_poll_timeout: Duration,
 }
 
 impl HttpGroupClient {
-    /// A client for `config`'s nodes. Its request timeout must exceed the members'
-    /// `max_poll_interval_ms`: joins and syncs are long polls bounded by it.
+    /// A client for `config`'s nodes. Joins and syncs are long polls that the coordinator
+    /// bounds by `max_poll_interval_ms` + 5 s, so they get one second more than that; the other
+    /// calls get the config's request timeout.
     pub fn new(config: &crate::client::ClientConfig, settings: &GroupSettings) -> HttpGroupClient {
-        let timeout_ms = config
+        let long_poll_ms = config
             .request_timeout_ms
             .max(settings.max_poll_interval_ms + 6_000);
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(timeout_ms))
             .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
             .build()
             .expect("reqwest client without TLS builds");
@@ -303,6 +307,8 @@ impl HttpGroupClient {
             coordinators: Mutex::new(HashMap::new()),
             retries: config.retries.min(crate::client::RETRIES_MAX) + 2,
             retry_backoff_ms: config.retry_backoff_ms.max(200),
+            request_timeout: Duration::from_millis(config.request_timeout_ms),
+            long_poll_timeout: Duration::from_millis(long_poll_ms),
         }
     }
 
@@ -402,9 +408,16 @@ impl HttpGroupClient {
             let result = match self.coordinator(group).await {
                 Ok(node) => {
                     let url = &self.nodes[&node];
+                    let long_poll = path == "/join" || path == "/sync";
+                    let timeout = if long_poll {
+                        self.long_poll_timeout
+                    } else {
+                        self.request_timeout
+                    };
                     let mut request = self
                         .http
-                        .request(method.clone(), format!("{url}/v1/groups/{group}{path}"));
+                        .request(method.clone(), format!("{url}/v1/groups/{group}{path}"))
+                        .timeout(timeout);
                     if let Some(body) = body {
                         request = request.json(body);
                     }
