@@ -516,7 +516,9 @@ impl GroupCoordinator {
                 return Ok(found.clone());
             }
         }
-        let loaded_groups = self.read_partition(partition)?;
+        // A large partition takes a while to read: let the runtime move other tasks away.
+        let loaded_groups =
+            crate::api::records::run_maybe_blocking(true, || self.read_partition(partition))?;
         let groups = loaded_groups
             .group_ids()
             .into_iter()
