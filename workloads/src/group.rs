@@ -1482,4 +1482,75 @@ mod tests {
             "the new member joined a new generation"
         );
     }
+
+    /// Serves the answers `answers(url)` makes, in order, one per connection.
+    async fn canned_server(answers: impl FnOnce(&str) -> Vec<(u16, Value)>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let responses = answers(&url);
+        tokio::spawn(async move {
+            for (status, body) in responses {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 64 * 1024];
+                let _ = socket.read(&mut buf).await;
+                let body = body.to_string();
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                socket.write_all(answer.as_bytes()).await.unwrap();
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn http_client_finds_the_coordinator_again_and_classifies_commit_errors() {
+        let url = canned_server(|url| {
+            let coordinator = json!({"group_id": "g0", "partition": 1, "broker_id": 1, "url": url});
+            vec![
+                (200, coordinator.clone()),
+                (
+                    200,
+                    json!({"generation": 4, "member_id": "m", "leader_id": "m", "protocol": "range",
+                           "members": [{"member_id": "m", "topics": ["t0"]}],
+                           "partition_counts": {"t0": 2}, "heartbeat_interval_ms": 500}),
+                ),
+                (421, json!({"error": "NOT_COORDINATOR", "message": "moved"})),
+                (200, coordinator),
+                (200, json!({})),
+                (504, json!({"error": "REQUEST_TIMED_OUT", "message": "isr"})),
+                (
+                    409,
+                    json!({"error": "ILLEGAL_GENERATION", "message": "old"}),
+                ),
+            ]
+        })
+        .await;
+        let config = crate::client::ClientConfig::new(BTreeMap::from([("n1".to_string(), url)]));
+        let client = HttpGroupClient::new(&config, &settings());
+        let Outcome::Ok(joined) = client.join("g0", None, &["t0".into()], &settings()).await else {
+            panic!("join failed");
+        };
+        assert_eq!((joined.generation, joined.leader), (4, true));
+        assert_eq!(joined.members["m"], ["t0"]);
+        assert_eq!(joined.partition_counts["t0"], 2);
+        let offsets = BTreeMap::from([("t0/0".to_string(), 5)]);
+        let committed = client.commit("g0", "m", 4, &offsets).await;
+        assert_eq!(
+            committed,
+            Outcome::Ok("n1".to_string()),
+            "retried after NOT_COORDINATOR"
+        );
+        match client.commit("g0", "m", 4, &offsets).await {
+            Outcome::Info(e) => assert_eq!(e.cause.name(), "REQUEST_TIMED_OUT"),
+            other => panic!("a timed-out commit may be stored: {other:?}"),
+        }
+        match client.commit("g0", "m", 4, &offsets).await {
+            Outcome::Fail(e) => assert_eq!(e.cause.name(), "ILLEGAL_GENERATION"),
+            other => panic!("a refused commit stored nothing: {other:?}"),
+        }
+    }
 }
