@@ -18,7 +18,7 @@ use super::protocol::{
 };
 use super::truncation::truncation_round;
 use crate::partition::Partition;
-use crate::storage::{batch, Batch, LogError};
+use crate::storage::{batch, LogError};
 
 /// Bound on OffsetsForLeaderEpoch rounds (each round lowers the follower's latest epoch, so a
 /// log with more epochs than this just continues in the next attempt).
@@ -242,15 +242,24 @@ impl Follower {
             .bytes()
             .await
             .map_err(|e| FetchError::Network(e.to_string()))?;
-        let batches = decode_batches(&body)?;
+        // Only the first header is read here; `append_batch_bytes` verifies every batch (CRC,
+        // record layout, offsets, epochs) before writing any, then writes them verbatim.
+        let first =
+            if body.is_empty() {
+                None
+            } else {
+                Some(batch::BatchHeader::parse(&body).map_err(|e| {
+                    FetchError::Network(format!("bad batch from the leader: {e:?}"))
+                })?)
+            };
         self.with_log(|state| {
-            if let Some(first) = batches.first() {
+            if let Some(first) = first {
                 if first.base_offset != state.log.log_end_offset() {
                     // The log changed since the request (cannot happen while this task is
                     // the only writer); drop the answer and fetch again.
                     return Ok(());
                 }
-                state.log.append_batches(&batches)?;
+                state.log.append_batch_bytes(&body)?;
             }
             let log_end_offset = state.log.log_end_offset();
             Partition::advance_high_watermark(state, leader.high_watermark.min(log_end_offset));
@@ -287,16 +296,4 @@ async fn leader_error(response: reqwest::Response) -> FetchError {
         ),
         Err(_) => FetchError::Network(format!("HTTP {status} without an error body")),
     }
-}
-
-/// Decodes (and CRC-checks) the batches of a fetch answer.
-fn decode_batches(mut bytes: &[u8]) -> Result<Vec<Batch>, FetchError> {
-    let mut batches = Vec::new();
-    while !bytes.is_empty() {
-        let (decoded, size) = batch::decode(bytes)
-            .map_err(|e| FetchError::Network(format!("bad batch from the leader: {e:?}")))?;
-        batches.push(decoded);
-        bytes = &bytes[size..];
-    }
-    Ok(batches)
 }

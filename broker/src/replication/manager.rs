@@ -30,7 +30,7 @@ use crate::controller::protocol::{
 use crate::error::{ApiError, ErrorKind};
 use crate::partition::{Isolation, Partition, PartitionOffsets, PartitionState};
 use crate::server::Broker;
-use crate::storage::{batch, Record};
+use crate::storage::Record;
 use crate::topics::TopicMeta;
 
 /// Longest DeleteRecords waits for the followers' log start offsets (Kafka bounds it by the
@@ -792,13 +792,12 @@ impl ReplicaManager {
         let mut body = Vec::new();
         if request.fetch_offset < offsets.log_end_offset {
             let max_bytes = usize::try_from(request.max_bytes).unwrap_or(usize::MAX);
-            let batches = log
+            // Whole batches go out as stored, without decoding them (the follower verifies
+            // each one's CRC before writing it).
+            body = log
                 .log
-                .read_batches(request.fetch_offset, max_bytes, offsets.log_end_offset)
+                .read_batch_bytes(request.fetch_offset, max_bytes, offsets.log_end_offset)
                 .map_err(|e| InternalError::new("KAFKA_STORAGE_ERROR", e.to_string()))?;
-            for b in &batches {
-                batch::encode(&mut body, b);
-            }
         }
         Ok((offsets, body))
     }

@@ -190,6 +190,52 @@ impl Log {
         result
     }
 
+    /// Follower append of batches as the leader sent them (`bytes`: whole encoded batches, back
+    /// to back), written verbatim without decoding. Same rules as [`Log::append_batches`]: every
+    /// batch is verified (CRC-32C, record layout) and must follow on from the LEO without going
+    /// back in leader epoch, all before anything is written. Returns the number of batches.
+    pub fn append_batch_bytes(&mut self, bytes: &[u8]) -> Result<usize, LogError> {
+        let mut expected = self.log_end_offset;
+        let mut epoch_floor = self.epochs.latest_epoch().unwrap_or(0);
+        let mut lengths = Vec::new();
+        let mut position = 0;
+        while position < bytes.len() {
+            let header = batch::verify(&bytes[position..]).map_err(|e| {
+                LogError::InvalidRecord(format!(
+                    "replicated batch at byte {position} (after offset {expected}): {e:?}"
+                ))
+            })?;
+            if header.base_offset != expected {
+                return Err(LogError::InvalidOffset(format!(
+                    "batch starts at {}, expected {expected}",
+                    header.base_offset
+                )));
+            }
+            if header.total_len > BATCH_BYTES_MAX {
+                return Err(LogError::RecordTooLarge {
+                    size: header.total_len as u64,
+                    max: BATCH_BYTES_MAX as u64,
+                });
+            }
+            if header.leader_epoch < epoch_floor {
+                return Err(LogError::InvalidRecord(format!(
+                    "batch at offset {} has leader epoch {}, below {epoch_floor}",
+                    header.base_offset, header.leader_epoch
+                )));
+            }
+            expected = header.next_offset();
+            epoch_floor = header.leader_epoch;
+            lengths.push(header.total_len);
+            position += header.total_len;
+        }
+        let mut position = 0;
+        for &length in &lengths {
+            self.append_encoded(&bytes[position..position + length])?;
+            position += length;
+        }
+        Ok(lengths.len())
+    }
+
     /// Writes one encoded batch whose base offset is the LEO: rolls if needed, records a new
     /// leader epoch, writes, and fsyncs when `flush.messages` records are unflushed.
     fn append_encoded(&mut self, bytes: &[u8]) -> Result<(), LogError> {
@@ -269,6 +315,59 @@ impl Log {
         max_offset: u64,
     ) -> Result<Vec<Batch>, LogError> {
         self.collect(offset, max_bytes, max_offset, true)
+    }
+
+    /// Like [`Log::read_batches`], as the batches' encoded bytes back to back (what a follower
+    /// fetch sends): batches wholly inside the range are copied from the segment as stored
+    /// (CRC-checked, not decoded); only a first batch starting before `offset` or a last one
+    /// reaching past `max_offset` is decoded, cut and re-encoded. Same batches and bytes as
+    /// encoding the result of [`Log::read_batches`].
+    pub fn read_batch_bytes(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        max_offset: u64,
+    ) -> Result<Vec<u8>, LogError> {
+        if offset < self.log_start_offset || offset > self.log_end_offset {
+            return Err(self.out_of_range(offset));
+        }
+        let end_offset = max_offset.min(self.log_end_offset);
+        let mut out = Vec::new();
+        if offset >= end_offset {
+            return Ok(out);
+        }
+        let mut full = false;
+        let chunk_hint = max_bytes.saturating_add(self.config.index_interval_bytes as usize);
+        let first_base = *self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .expect("segment covers log start")
+            .0;
+        for segment in self.segments.range(first_base..).map(|(_, s)| s) {
+            segment.scan_bytes_from(offset, end_offset, chunk_hint, |header, bytes| {
+                let start = out.len();
+                if header.base_offset >= offset && header.next_offset() <= end_offset {
+                    out.extend_from_slice(bytes);
+                } else {
+                    let (mut cut, _) = batch::decode(bytes)
+                        .map_err(|e| LogError::Corrupt(format!("verified batch: {e:?}")))?;
+                    trim_batch(&mut cut, offset, end_offset);
+                    batch::encode(&mut out, &cut);
+                }
+                if start > 0 && out.len() > max_bytes {
+                    out.truncate(start);
+                    full = true;
+                    return Ok(false);
+                }
+                full |= out.len() >= max_bytes;
+                Ok(!full)
+            })?;
+            if full {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     fn collect(
@@ -1371,6 +1470,145 @@ mod tests {
             Err(LogError::InvalidOffset(_))
         ));
         assert_eq!(follower.log_end_offset(), 20);
+    }
+
+    /// The encoding of `read_batches`, the reference for `read_batch_bytes`.
+    fn encoded(batches: &[Batch]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for b in batches {
+            batch::encode(&mut out, b);
+        }
+        out
+    }
+
+    #[test]
+    fn read_batch_bytes_matches_encoded_read_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 4, 1);
+        log.append((4..9).map(|i| record(&format!("v{i}"), 0)).collect(), 2)
+            .unwrap();
+        fill(&mut log, 7, 3);
+        assert!(log.segment_count() > 2, "the reads cross segments");
+        let end = log.log_end_offset();
+        // Batch-aligned starts, a start inside the five-record batch, a max_offset inside it,
+        // max_bytes below one batch, and ranges that reach over segment boundaries.
+        for offset in 0..end {
+            for max_offset in [6, 9, 12, end, u64::MAX] {
+                for max_bytes in [1, 60, 150, 400, usize::MAX] {
+                    let raw = log.read_batch_bytes(offset, max_bytes, max_offset).unwrap();
+                    let reference = log.read_batches(offset, max_bytes, max_offset).unwrap();
+                    assert_eq!(
+                        raw,
+                        encoded(&reference),
+                        "offset {offset} max_offset {max_offset} max_bytes {max_bytes}"
+                    );
+                }
+            }
+        }
+        assert!(log
+            .read_batch_bytes(end, usize::MAX, u64::MAX)
+            .unwrap()
+            .is_empty());
+        assert!(matches!(
+            log.read_batch_bytes(end + 1, usize::MAX, u64::MAX),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn read_batch_bytes_refuses_a_corrupt_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        fill(&mut log, 3, 0);
+        // Flip a byte of the second batch's value: its CRC no longer matches.
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .open(segment_path(dir.path(), 0))
+            .unwrap();
+        let second_batch = (HEADER_LEN + batch::record_size(Some(b"k"), b"v0")) as u64;
+        file.write_all_at(b"X", second_batch + HEADER_LEN as u64 + 14)
+            .unwrap();
+        assert!(matches!(
+            log.read_batch_bytes(1, usize::MAX, u64::MAX),
+            Err(LogError::Corrupt(_))
+        ));
+        assert_eq!(
+            log.read_batch_bytes(0, 1, u64::MAX).unwrap().len(),
+            second_batch as usize
+        );
+    }
+
+    #[test]
+    fn follower_appends_raw_leader_batches_verbatim() {
+        let leader_dir = tempfile::tempdir().unwrap();
+        let follower_dir = tempfile::tempdir().unwrap();
+        let mut leader = Log::open(leader_dir.path(), small_config()).unwrap();
+        let mut follower = Log::open(follower_dir.path(), small_config()).unwrap();
+        fill(&mut leader, 8, 1);
+        leader
+            .append((8..11).map(|i| record(&format!("v{i}"), 0)).collect(), 2)
+            .unwrap();
+        fill(&mut leader, 9, 2);
+        while follower.log_end_offset() < leader.log_end_offset() {
+            let bytes = leader
+                .read_batch_bytes(follower.log_end_offset(), 200, u64::MAX)
+                .unwrap();
+            assert!(follower.append_batch_bytes(&bytes).unwrap() >= 1);
+        }
+        assert_eq!(read_all(&follower), read_all(&leader));
+        assert_eq!(follower.epochs().entries(), leader.epochs().entries());
+        for base in leader.segments.keys() {
+            if follower.segments.contains_key(base) {
+                let stored = |log: &Log| fs::read(segment_path(log.dir(), *base)).unwrap();
+                assert_eq!(stored(&follower), stored(&leader), "segment {base}");
+            }
+        }
+        // A batch below the LEO is refused without effect.
+        let stale = leader.read_batch_bytes(5, 1, u64::MAX).unwrap();
+        assert!(matches!(
+            follower.append_batch_bytes(&stale),
+            Err(LogError::InvalidOffset(_))
+        ));
+        assert_eq!(follower.log_end_offset(), 20);
+    }
+
+    #[test]
+    fn raw_follower_append_checks_every_batch_before_writing() {
+        let leader_dir = tempfile::tempdir().unwrap();
+        let follower_dir = tempfile::tempdir().unwrap();
+        let mut leader = Log::open(leader_dir.path(), LogConfig::default()).unwrap();
+        let mut follower = Log::open(follower_dir.path(), LogConfig::default()).unwrap();
+        fill(&mut leader, 3, 4);
+        leader.append(vec![record("late", 5)], 5).unwrap();
+        let good = leader.read_batch_bytes(0, usize::MAX, u64::MAX).unwrap();
+        // A flipped byte in the last batch: nothing is written, not even the good batches.
+        let mut damaged = good.clone();
+        let last = damaged.len() - 1;
+        damaged[last] ^= 0x20;
+        assert!(matches!(
+            follower.append_batch_bytes(&damaged),
+            Err(LogError::InvalidRecord(_))
+        ));
+        // A torn answer (last batch incomplete) is refused the same way.
+        assert!(matches!(
+            follower.append_batch_bytes(&good[..good.len() - 3]),
+            Err(LogError::InvalidRecord(_))
+        ));
+        assert_eq!(follower.log_end_offset(), 0);
+        assert_eq!(follower.size_bytes(), 0);
+        // Leader epochs must not go backwards: epoch 5 first, then the epoch-4 batches.
+        let epoch_five_dir = tempfile::tempdir().unwrap();
+        let mut epoch_five = Log::open(epoch_five_dir.path(), LogConfig::default()).unwrap();
+        epoch_five.assign_epoch(5, 0).unwrap();
+        assert!(matches!(
+            epoch_five.append_batch_bytes(&good),
+            Err(LogError::InvalidRecord(_))
+        ));
+        assert_eq!(epoch_five.log_end_offset(), 0);
+        assert_eq!(follower.append_batch_bytes(&good).unwrap(), 4);
+        assert_eq!(follower.log_end_offset(), 4);
+        assert_eq!(read_all(&follower), read_all(&leader));
     }
 
     #[test]

@@ -399,6 +399,46 @@ impl Segment {
         chunk_hint: usize,
         mut visit: impl FnMut(Batch) -> bool,
     ) -> Result<(), LogError> {
+        self.scan_raw(offset, end_offset, chunk_hint, |bytes| {
+            let (batch, _) = batch::decode(bytes)?;
+            Ok(visit(batch))
+        })
+    }
+
+    /// Like [`Segment::scan_from`], without decoding: hands `visit` each verified batch's header
+    /// and its bytes as stored (CRC and record layout checked, nothing allocated per record).
+    /// `visit` may stop the scan with `Ok(false)` or fail it with an error of its own.
+    pub fn scan_bytes_from(
+        &self,
+        offset: u64,
+        end_offset: u64,
+        chunk_hint: usize,
+        mut visit: impl FnMut(&BatchHeader, &[u8]) -> Result<bool, LogError>,
+    ) -> Result<(), LogError> {
+        let mut visit_error = None;
+        self.scan_raw(offset, end_offset, chunk_hint, |bytes| {
+            let header = batch::verify(bytes)?;
+            match visit(&header, &bytes[..header.total_len]) {
+                Ok(more) => Ok(more),
+                Err(e) => {
+                    visit_error = Some(e);
+                    Ok(false)
+                }
+            }
+        })?;
+        visit_error.map_or(Ok(()), Err)
+    }
+
+    /// The scan loop shared by [`Segment::scan_from`] and [`Segment::scan_bytes_from`]: hands
+    /// `visit` the bytes of each batch holding records in [`offset`, `end_offset`); `visit`
+    /// verifies them and says whether to go on.
+    fn scan_raw(
+        &self,
+        offset: u64,
+        end_offset: u64,
+        chunk_hint: usize,
+        mut visit: impl FnMut(&[u8]) -> Result<bool, BatchError>,
+    ) -> Result<(), LogError> {
         let mut position = self.lookup(offset);
         let chunk = chunk_hint.clamp(SCAN_CHUNK_MIN, SCAN_CHUNK_MAX);
         let mut scanner = Scanner::new(&self.log, self.size_bytes, chunk);
@@ -411,11 +451,11 @@ impl Segment {
                 return Ok(());
             }
             if header.next_offset() > offset {
-                let (batch, _) = scanner
+                let more = scanner
                     .batch_at(position)
-                    .and_then(|bytes| batch::decode(bytes).map_err(ScanError::Batch))
+                    .and_then(|bytes| visit(bytes).map_err(ScanError::Batch))
                     .map_err(|e| self.read_error(position, e))?;
-                if !visit(batch) {
+                if !more {
                     return Ok(());
                 }
             }
