@@ -1218,17 +1218,13 @@ impl Cluster for SshCluster {
 
     fn collect_logs(&self, node: &str, dest: &Path) -> Result<()> {
         let scripts = self.inner.scripts(node);
-        let log = self.inner.run(node, &scripts.read_log())?;
+        let host = self.inner.host(node)?;
         std::fs::create_dir_all(dest)
             .map_err(|e| Error::io(format!("create {}", dest.display()), e))?;
-        let path = dest.join("broker.log");
-        std::fs::write(&path, log)
-            .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+        let remote = &self.inner.remote;
+        remote.download(host, &scripts.read_log(), &dest.join("broker.log"))?;
         if let Some(script) = scripts.read_journal() {
-            let journal = self.inner.run(node, &script)?;
-            let path = dest.join("journal.log");
-            std::fs::write(&path, journal)
-                .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+            remote.download(host, &script, &dest.join("journal.log"))?;
         }
         Ok(())
     }
@@ -1619,6 +1615,26 @@ mod tests {
             .1
             .contains("setsid /usr/local/bin/tidewater-broker --role broker"));
         assert!(log[1].1.contains("systemctl start tidewater-broker"));
+    }
+
+    #[test]
+    fn logs_and_the_units_journal_are_copied_into_the_node_directory() {
+        let remote = Arc::new(FakeRemote {
+            answers: vec![
+                ("broker.log", "line 1\nline 2\n"),
+                ("journalctl", "Started tidewater-broker.service\n"),
+            ],
+            ..FakeRemote::default()
+        });
+        let spec: SshSpec = toml::from_str(SPEC).unwrap();
+        let c = SshCluster::with_remote(spec, vec![], remote.clone()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("nodes/n1");
+        c.collect_logs("n1", &dest).unwrap();
+        let log = std::fs::read_to_string(dest.join("broker.log")).unwrap();
+        assert_eq!(log, "line 1\nline 2\n");
+        let journal = std::fs::read_to_string(dest.join("journal.log")).unwrap();
+        assert_eq!(journal, "Started tidewater-broker.service\n");
     }
 
     /// Answers `sha256sum` and the preflight per host.

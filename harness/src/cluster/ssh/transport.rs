@@ -23,6 +23,10 @@ const RETRY_BACKOFF_FIRST: Duration = Duration::from_millis(250);
 /// Extra time allowed per MiB written to a command's standard input (binary uploads).
 const STDIN_TIME_PER_MIB: Duration = Duration::from_millis(250);
 
+/// A download (a node's log) may run this many times `command_timeout`: logs of long runs are
+/// large, and a slow link must not cut them off.
+const DOWNLOAD_TIME_FACTOR: u32 = 5;
+
 /// How bytes of the standard error end up in error messages: the last ones, at most this many.
 const STDERR_TAIL_BYTES: usize = 2000;
 
@@ -43,6 +47,13 @@ pub trait Remote: Send + Sync {
         let bytes = std::fs::read(source)
             .map_err(|e| Error::io(format!("read {}", source.display()), e))?;
         self.run(host, script, &bytes)
+    }
+
+    /// Runs `script` on `host` and writes its stdout to the local file `dest` (a node's log:
+    /// transports should stream it rather than hold it in memory).
+    fn download(&self, host: &str, script: &str, dest: &Path) -> Result<()> {
+        let out = self.run(host, script, b"")?;
+        std::fs::write(dest, out).map_err(|e| Error::io(format!("write {}", dest.display()), e))
     }
 
     /// Releases what the transport holds (connections, files). Later calls may reopen them.
@@ -164,7 +175,15 @@ impl SshRemote {
     }
 
     /// One attempt: runs the script with a time limit.
-    fn attempt(&self, host: &str, script: &str, input: Input<'_>) -> Result<String> {
+    ///
+    /// With `dest`, stdout goes to that file (created or truncated) and the result is empty.
+    fn attempt(
+        &self,
+        host: &str,
+        script: &str,
+        input: Input<'_>,
+        dest: Option<&Path>,
+    ) -> Result<String> {
         let target = self.target(host);
         self.ensure_control_dir()?;
         let (stdin, bytes, len) = match input {
@@ -176,17 +195,28 @@ impl SshRemote {
                 (Stdio::from(file), &[][..], len)
             }
         };
+        let stdout = match dest {
+            None => Stdio::piped(),
+            Some(path) => Stdio::from(
+                std::fs::File::create(path)
+                    .map_err(|e| Error::io(format!("create {}", path.display()), e))?,
+            ),
+        };
         let mut child = Command::new("ssh")
             .args(self.ssh_args(&target))
             .arg("--")
             .arg(script)
             .stdin(stdin)
-            .stdout(Stdio::piped())
+            .stdout(stdout)
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| Error::io("run ssh (is the openssh client installed?)", e))?;
         let mib = u32::try_from(len.div_ceil(1 << 20)).unwrap_or(u32::MAX);
-        let limit = self.limits.command_timeout + STDIN_TIME_PER_MIB * mib;
+        let base = match dest {
+            None => self.limits.command_timeout,
+            Some(_) => self.limits.command_timeout * DOWNLOAD_TIME_FACTOR,
+        };
+        let limit = base + STDIN_TIME_PER_MIB * mib;
         let outcome = wait_bounded(&mut child, bytes, limit);
         let command = format!("ssh {} {}", target.destination, first_line(script));
         match outcome {
@@ -233,11 +263,17 @@ impl SshRemote {
 
 impl SshRemote {
     /// Attempts with bounded retries of connection failures.
-    fn with_retries(&self, host: &str, script: &str, input: Input<'_>) -> Result<String> {
+    fn with_retries(
+        &self,
+        host: &str,
+        script: &str,
+        input: Input<'_>,
+        dest: Option<&Path>,
+    ) -> Result<String> {
         let mut backoff = RETRY_BACKOFF_FIRST;
         let mut attempt = 0;
         loop {
-            match self.attempt(host, script, input) {
+            match self.attempt(host, script, input, dest) {
                 Err(Error::Command {
                     status: Some(SSH_ERROR_STATUS),
                     ..
@@ -255,15 +291,20 @@ impl SshRemote {
 
 impl Remote for SshRemote {
     fn run(&self, host: &str, script: &str, stdin: &[u8]) -> Result<String> {
-        self.with_retries(host, script, Input::Bytes(stdin))
+        self.with_retries(host, script, Input::Bytes(stdin), None)
     }
 
     fn probe(&self, host: &str, script: &str) -> Result<String> {
-        self.attempt(host, script, Input::Bytes(b""))
+        self.attempt(host, script, Input::Bytes(b""), None)
     }
 
     fn upload(&self, host: &str, script: &str, source: &Path) -> Result<String> {
-        self.with_retries(host, script, Input::File(source))
+        self.with_retries(host, script, Input::File(source), None)
+    }
+
+    fn download(&self, host: &str, script: &str, dest: &Path) -> Result<()> {
+        self.with_retries(host, script, Input::Bytes(b""), Some(dest))
+            .map(|_| ())
     }
 
     /// Closes the master connections and removes their directory (teardown does this, since
@@ -406,7 +447,10 @@ mod tests {
         r.close();
         assert!(!dir.exists());
         r.ensure_control_dir().unwrap();
-        assert!(dir.is_dir(), "commands after teardown still get a private directory");
+        assert!(
+            dir.is_dir(),
+            "commands after teardown still get a private directory"
+        );
         drop(r);
         assert!(!dir.exists());
     }
