@@ -110,6 +110,7 @@ impl SshRemote {
     /// hash (`%C`).
     pub fn new(targets: BTreeMap<String, Target>, limits: Limits) -> Result<SshRemote> {
         let n = CONTROL_DIRS.fetch_add(1, Ordering::Relaxed);
+        remove_dead_control_dirs(&std::env::temp_dir());
         let control_dir = std::env::temp_dir().join(format!("tw-ssh-{}-{n}", std::process::id()));
         if control_dir.exists() {
             // Left by an earlier process that had our pid; its sockets are dead.
@@ -321,6 +322,27 @@ impl Drop for SshRemote {
     }
 }
 
+/// Removes the control directories (`tw-ssh-<pid>-<n>`) of harness processes that are gone,
+/// e.g. killed with SIGKILL before their teardown; nothing else in `tmp` is touched.
+fn remove_dead_control_dirs(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("tw-ssh-")
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<u32>().ok()))
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// How a bounded wait ended.
 enum Finished {
     /// The process exited (`status` is `None` when a signal ended it).
@@ -453,6 +475,28 @@ mod tests {
         );
         drop(r);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn control_directories_of_dead_processes_are_removed_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Pids above the kernel's maximum (4194304) never exist.
+        for name in ["tw-ssh-4999999-0", "tw-ssh-4999999-x", "other"] {
+            std::fs::create_dir(tmp.path().join(name)).unwrap();
+        }
+        let live = format!("tw-ssh-{}-7", std::process::id());
+        std::fs::create_dir(tmp.path().join(&live)).unwrap();
+        remove_dead_control_dirs(tmp.path());
+        assert!(!tmp.path().join("tw-ssh-4999999-0").exists());
+        assert!(
+            tmp.path().join("tw-ssh-4999999-x").exists(),
+            "not our pattern"
+        );
+        assert!(tmp.path().join("other").exists());
+        assert!(
+            tmp.path().join(live).exists(),
+            "a live process keeps its directory"
+        );
     }
 
     #[test]
