@@ -394,6 +394,68 @@ mod tests {
         );
     }
 
+    /// The nightly matrix shipped for vagrant/nightly.sh.
+    const SHIPPED_DURABILITY: &str = include_str!("../matrix/durability.toml");
+
+    #[test]
+    fn the_shipped_durability_matrix_expands_to_eight_judged_cells() {
+        let file = MatrixFile::parse(SHIPPED_DURABILITY).unwrap();
+        assert_eq!((file.name.as_str(), file.repetitions), ("durability", 3));
+        let cells = file.cells();
+        let labels: Vec<&str> = cells.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "acks=1 min.insync.replicas=1 unclean.leader.election.enable=false",
+                "acks=1 min.insync.replicas=1 unclean.leader.election.enable=true",
+                "acks=1 min.insync.replicas=2 unclean.leader.election.enable=false",
+                "acks=1 min.insync.replicas=2 unclean.leader.election.enable=true",
+                "acks=all min.insync.replicas=1 unclean.leader.election.enable=false",
+                "acks=all min.insync.replicas=1 unclean.leader.election.enable=true",
+                "acks=all min.insync.replicas=2 unclean.leader.election.enable=false",
+                "acks=all min.insync.replicas=2 unclean.leader.election.enable=true",
+            ]
+        );
+        for cell in &cells {
+            let strict =
+                cell.label == "acks=all min.insync.replicas=2 unclean.leader.election.enable=false";
+            let clean = cell.sets["unclean.leader.election.enable"] == "false";
+            let e = &cell.expectation;
+            // Only Kafka's promise bounds losses; the other cells are observed.
+            assert_eq!(e.lost_writes_max, strict.then_some(0), "{}", cell.label);
+            let mut forbidden = Vec::new();
+            if strict {
+                forbidden.push("lost-write");
+            }
+            if clean {
+                forbidden.push("inconsistent-offsets");
+            }
+            forbidden.push("unexpected");
+            assert_eq!(e.forbidden_anomalies, forbidden, "{}", cell.label);
+            assert_eq!(
+                (e.hw_regressions_max, e.availability_min, e.all_valid),
+                (None, None, false),
+                "{}",
+                cell.label
+            );
+            // Every cell becomes a valid run config with the unclean-election plan.
+            let table = serde_json::to_value(cell.run_table(&file.run)).unwrap();
+            let config = crate::runner::config::example()
+                .overlay(table.as_object().unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", cell.label));
+            assert_eq!(config.plan.as_deref(), Some("unclean-election"));
+            assert_eq!((config.time_limit_s, config.replication_factor), (90, 3));
+            assert_eq!(config.acks, cell.settings["acks"]);
+            assert_eq!(
+                config.sets["unclean.leader.election.enable"],
+                cell.settings["unclean.leader.election.enable"]
+            );
+            assert_eq!(config.matrix_cell.as_deref(), Some(cell.label.as_str()));
+            crate::runner::faults::resolve_schedule(&config)
+                .unwrap_or_else(|e| panic!("{}: {e}", cell.label));
+        }
+    }
+
     #[test]
     fn a_cells_run_table_merges_base_settings_run_axes_and_sets() {
         let file = MatrixFile::parse(
