@@ -9,8 +9,14 @@
 //! 2. Open loop at half of each acks=all scenario's maximum request rate: requests start on a
 //!    fixed schedule (not when the previous one ends), so the latency includes queueing.
 //!
+//! Besides the client-side figures, each row gives the CPU time the three brokers used per
+//! 1000 records (user + system, from `/proc/<pid>/stat`): on a shared machine that cost per
+//! record varies far less with the load than throughput does.
+//!
 //! Run: `cargo bench -p tidewater-broker --bench replication`. Knobs: `TIDEWATER_BENCH_SECS`
-//! (default 3), `TIDEWATER_BENCH_CONCURRENCY` (default 32). Targets: acks=all/RF=3 reaches at
+//! (default 3), `TIDEWATER_BENCH_CONCURRENCY` (default 32), `TIDEWATER_BENCH_BROKER_BIN` (a
+//! broker binary to run instead of this build's, for A/B comparisons), `TMPDIR` (where the
+//! brokers' logs go; they write several GB per run). Targets: acks=all/RF=3 reaches at
 //! least half the records/s of acks=1/RF=1 at batch 100, and its p99 stays under 20 ms at half
 //! of its maximum throughput.
 
@@ -33,7 +39,9 @@ impl Drop for Process {
 }
 
 fn start(args: &[String]) -> (Process, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tidewater-broker"))
+    let binary = std::env::var("TIDEWATER_BENCH_BROKER_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_tidewater-broker").to_string());
+    let mut child = Command::new(binary)
         .args(args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -59,6 +67,32 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// CPU time (user + system) the processes used so far, in clock ticks.
+fn cpu_ticks(processes: &[u32]) -> u64 {
+    processes
+        .iter()
+        .map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+            let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            let fields: Vec<&str> = after_name.split_whitespace().collect();
+            let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+            field(11).unwrap_or(0) + field(12).unwrap_or(0)
+        })
+        .sum()
+}
+
+/// Clock ticks per second for `/proc/<pid>/stat` (`getconf CLK_TCK`, usually 100).
+fn clock_ticks_per_s() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
 /// One scenario's results.
 struct Measured {
     name: String,
@@ -67,6 +101,8 @@ struct Measured {
     records_per_request: u64,
     failures: u64,
     latencies_us: Vec<u64>,
+    /// CPU seconds the three brokers used during the scenario.
+    broker_cpu_s: f64,
 }
 
 impl Measured {
@@ -88,15 +124,21 @@ impl Measured {
         self.requests_per_s() * self.records_per_request as f64
     }
 
+    fn cpu_ms_per_1000_records(&self) -> f64 {
+        let records = (self.requests * self.records_per_request) as f64;
+        self.broker_cpu_s * 1000.0 / (records / 1000.0)
+    }
+
     fn row(&self) -> String {
         format!(
-            "| {:<34} | {:>10.0} | {:>11.0} | {:>7.2} | {:>7.2} | {:>8} |",
+            "| {:<44} | {:>10.0} | {:>11.0} | {:>7.2} | {:>7.2} | {:>8} | {:>14.3} |",
             self.name,
             self.requests_per_s(),
             self.records_per_s(),
             self.percentile_ms(0.50),
             self.percentile_ms(0.99),
-            self.failures
+            self.failures,
+            self.cpu_ms_per_1000_records()
         )
     }
 }
@@ -172,6 +214,7 @@ async fn closed_loop(
         records_per_request: records,
         failures,
         latencies_us,
+        broker_cpu_s: 0.0,
     }
 }
 
@@ -216,6 +259,7 @@ async fn open_loop(
         records_per_request: records,
         failures,
         latencies_us,
+        broker_cpu_s: 0.0,
     }
 }
 
@@ -291,14 +335,17 @@ async fn main() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+    let broker_pids: Vec<u32> = brokers.iter().map(|(p, _)| p.0.id()).collect();
+    let ticks_per_s = clock_ticks_per_s();
     println!("seed=none seconds={seconds} concurrency={concurrency} record_bytes=100");
-    println!("| scenario                           | requests/s |   records/s |  p50 ms |  p99 ms | failures |");
-    println!("|------------------------------------|-----------:|------------:|--------:|--------:|---------:|");
+    println!("| scenario                                     | requests/s |   records/s |  p50 ms |  p99 ms | failures | CPU ms/1k rec  |");
+    println!("|----------------------------------------------|-----------:|------------:|--------:|--------:|---------:|---------------:|");
     let mut closed = Vec::new();
     for (acks, url, rf) in [("1", &rf1_url, 1), ("all", &rf3_url, 3)] {
         for batch in [1u64, 100] {
             let name = format!("acks={acks} RF={rf} batch {batch} (closed)");
-            let measured = closed_loop(
+            let ticks_before = cpu_ticks(&broker_pids);
+            let mut measured = closed_loop(
                 name,
                 url.clone(),
                 body(acks, batch as usize),
@@ -307,6 +354,7 @@ async fn main() {
                 seconds,
             )
             .await;
+            measured.broker_cpu_s = (cpu_ticks(&broker_pids) - ticks_before) as f64 / ticks_per_s;
             println!("{}", measured.row());
             closed.push((acks, batch, measured));
         }
@@ -323,7 +371,8 @@ async fn main() {
         let max = rate_of("all", batch);
         let rate = max.requests_per_s() / 2.0;
         let name = format!("acks=all RF=3 batch {batch} @ {rate:.0} req/s (open)");
-        let measured = open_loop(
+        let ticks_before = cpu_ticks(&broker_pids);
+        let mut measured = open_loop(
             name,
             rf3_url.clone(),
             body("all", batch as usize),
@@ -332,6 +381,7 @@ async fn main() {
             seconds,
         )
         .await;
+        measured.broker_cpu_s = (cpu_ticks(&broker_pids) - ticks_before) as f64 / ticks_per_s;
         println!("{}", measured.row());
         half_load.push(measured);
     }
@@ -339,5 +389,8 @@ async fn main() {
     let p99_ms = half_load[1].percentile_ms(0.99);
     println!();
     println!("acks=all RF=3 / acks=1 RF=1 records/s at batch 100: {ratio:.2} (target >= 0.5)");
+    let cost_ratio =
+        rate_of("all", 100).cpu_ms_per_1000_records() / rate_of("1", 100).cpu_ms_per_1000_records();
+    println!("broker CPU per record, acks=all RF=3 / acks=1 RF=1 at batch 100: {cost_ratio:.2} (three brokers against one)");
     println!("acks=all RF=3 batch 100 p99 at half of its max throughput: {p99_ms:.2} ms (target < 20 ms)");
 }
