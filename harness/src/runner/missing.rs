@@ -1,12 +1,12 @@
 //! Acknowledged writes missing from the final reads: the plainest durability figure of a run,
 //! printed at its end and stored in `results.json` under `stats.acked_missing_from_final_reads`.
 //!
-//! An ok send whose value no final read returned is *missing*. This is broader than the
-//! checkers' `lost-write` (which needs the loss to be provable without any earlier read of
-//! the value): a write that a consumer read during the run and that an unclean election later
-//! discarded is missing here, and shows up there as `inconsistent-offsets` or a data-loss
-//! `hw-regression`. Only keys whose final reads completed are judged; the others are counted
-//! as unconfirmed. The file is streamed; memory is one entry per acknowledged send.
+//! An ok send whose value no final read returned is *missing*. This is a little broader than
+//! the checkers' `lost-write`, which needs the loss to be provable from offsets: a missing
+//! write acknowledged at an offset beyond where the final log ends is only `unseen` there.
+//! (A write that a consumer read and an unclean election later discarded is a `lost-write`
+//! with `read_before_loss`.) Only keys whose final reads completed are judged; the others are
+//! counted as unconfirmed. The file is streamed; memory is one entry per acknowledged send.
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
