@@ -80,6 +80,10 @@ pub struct RunArgs {
     /// Seed of every random choice (default: random, printed first).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// The workload: queue (producers and independent consumers) or group (producers and
+    /// consumer groups that rebalance, commit and suffer consumer faults; see docs/groups.md).
+    #[arg(long, value_name = "NAME", default_value = "queue", value_parser = ["queue", "group"])]
+    pub workload: String,
     /// Number of concurrent client workers.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub concurrency: usize,
@@ -236,6 +240,7 @@ impl RunArgs {
             nemesis: parse_nemesis(&self.nemesis),
             nemesis_interval_s: self.nemesis_interval,
             plan: self.plan.clone(),
+            workload: self.workload.clone(),
             concurrency: self.concurrency,
             rate: self.rate,
             acks: self.acks.clone(),

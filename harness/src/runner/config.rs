@@ -38,6 +38,10 @@ pub struct RunConfig {
     pub nemesis_interval_s: f64,
     /// A fault plan (name of a shipped plan or a file) instead of the random schedule.
     pub plan: Option<String>,
+    /// The workload: `queue` (producers and independent consumers) or `group` (producers and
+    /// consumer groups, `docs/groups.md`). Older runs without the field ran the queue workload.
+    #[serde(default = "default_workload")]
+    pub workload: String,
     /// Worker tasks issuing ops.
     pub concurrency: usize,
     /// Ops per second over all workers (0 = unlimited).
@@ -67,6 +71,11 @@ pub struct RunConfig {
     /// min.insync.replicas=2`; the index groups runs by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matrix_cell: Option<String>,
+}
+
+/// The workload of a run whose config does not name one.
+pub fn default_workload() -> String {
+    "queue".into()
 }
 
 impl RunConfig {
@@ -102,6 +111,12 @@ impl RunConfig {
         }
         if self.concurrency == 0 {
             return Err("--concurrency must be at least 1".into());
+        }
+        if !matches!(self.workload.as_str(), "queue" | "group") {
+            return Err(format!(
+                "--workload must be queue or group, not {:?}",
+                self.workload
+            ));
         }
         if !matches!(self.acks.as_str(), "0" | "1" | "all") {
             return Err(format!("--acks must be 0, 1 or all, not {:?}", self.acks));
@@ -139,6 +154,9 @@ impl RunConfig {
             self.partitions,
             self.replication_factor
         );
+        if self.workload != "queue" {
+            cmd.push_str(&format!(" --workload {}", self.workload));
+        }
         match &self.plan {
             Some(plan) => cmd.push_str(&format!(" --plan {plan}")),
             None if self.nemesis.is_empty() => cmd.push_str(" --nemesis none"),
@@ -195,6 +213,7 @@ pub(crate) fn example() -> RunConfig {
         nemesis: vec!["kill".into(), "partition".into()],
         nemesis_interval_s: 10.0,
         plan: None,
+        workload: "queue".into(),
         concurrency: 10,
         rate: 200.0,
         acks: "all".into(),
@@ -241,6 +260,17 @@ mod tests {
             "{cmd}"
         );
         assert!(cmd.contains("--set replica.lag.time.max.ms=3000"), "{cmd}");
+        assert!(!cmd.contains("--workload"), "queue is the default: {cmd}");
+        c.workload = "group".into();
+        assert!(c.command_line().contains(" --workload group"));
+    }
+
+    #[test]
+    fn a_config_without_a_workload_ran_the_queue_workload() {
+        let mut value = serde_json::to_value(example()).unwrap();
+        value.as_object_mut().unwrap().remove("workload");
+        let c: RunConfig = serde_json::from_value(value).unwrap();
+        assert_eq!(c.workload, "queue");
     }
 
     #[test]
@@ -275,6 +305,9 @@ mod tests {
         let mut c = example();
         c.acks = "2".into();
         assert!(c.validate().unwrap_err().contains("--acks"));
+        let mut c = example();
+        c.workload = "stream".into();
+        assert!(c.validate().unwrap_err().contains("--workload"));
         assert!(example().validate().is_ok());
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //! - `config`: [`config::RunConfig`], the content of `config.json`.
-//! - `workload`: worker tasks running the queue workload under a rate limit.
+//! - `workload`: worker tasks running the queue or the group workload under a rate limit.
 //! - `sampler`: `samples.jsonl`, each broker's partition status every 500 ms.
 //! - `final_reads`: reading every partition from its log start after recovery.
 //! - `missing`: acknowledged writes missing from the final reads (a figure in the results).
@@ -32,10 +32,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tidewater_workloads::checker::{self, CheckSettings};
 use tidewater_workloads::client::{BrokerClient, ClientConfig};
+use tidewater_workloads::group::{GroupContext, GroupSettings, HttpGroupClient};
 use tidewater_workloads::queue::{QueueSettings, ValueSource};
 use tidewater_workloads::results::{CheckResults, Validity};
 use tokio::time::Instant;
-use workload::{spawn_workers, RateLimiter, WorkloadContext};
+use workload::{spawn_group_workers, spawn_workers, RateLimiter, RecorderSink, WorkloadContext};
 
 /// Exit code when the cluster or topic could not be set up.
 pub const EXIT_SETUP: i32 = 3;
@@ -217,8 +218,9 @@ fn teardown(cluster: &dyn Cluster, run_dir: &RunDir) -> Result<(), String> {
 }
 
 /// The clients of a run: one for the brokers (the workload; it asks the controller for
-/// metadata first), one for the controller alone (topic creation falls back to it).
-fn clients(cluster: &dyn Cluster) -> (Arc<BrokerClient>, BrokerClient) {
+/// metadata first), one for the controller alone (topic creation falls back to it), and the
+/// workload client's config (the group workload's coordinator client uses it too).
+fn clients(cluster: &dyn Cluster) -> (Arc<BrokerClient>, BrokerClient, ClientConfig) {
     let mut brokers = BTreeMap::new();
     let mut controller = BTreeMap::new();
     for n in cluster.nodes() {
@@ -232,8 +234,9 @@ fn clients(cluster: &dyn Cluster) -> (Arc<BrokerClient>, BrokerClient) {
         ..ClientConfig::new(brokers)
     };
     (
-        Arc::new(BrokerClient::new(workload)),
+        Arc::new(BrokerClient::new(workload.clone())),
         BrokerClient::new(ClientConfig::new(controller)),
+        workload,
     )
 }
 
@@ -244,7 +247,7 @@ async fn run_phases(
     recorder: &Arc<Recorder>,
     progress: &Arc<Progress>,
 ) -> Result<(bool, BTreeMap<String, KeyCoverage>), RunError> {
-    let (client, controller) = clients(&*cluster);
+    let (client, controller, client_config) = clients(&*cluster);
     let keys = config.keys();
     setup_topic(&client, &controller, config)
         .await
@@ -263,15 +266,7 @@ async fn run_phases(
         StopOnDrop(stop_workers.clone()),
         StopOnDrop(stop_background.clone()),
     );
-    let ctx = WorkloadContext {
-        client: client.clone(),
-        settings: Arc::new(QueueSettings::new(keys.clone(), &config.acks)),
-        recorder: recorder.clone(),
-        seed: config.seed,
-        values: ValueSource::default(),
-        limiter: Arc::new(RateLimiter::new(config.rate)),
-        stop: stop_workers.clone(),
-    };
+    let limiter = Arc::new(RateLimiter::new(config.rate));
     let sampler = tokio::spawn({
         let (client, recorder, stop) = (client.clone(), recorder.clone(), stop_background.clone());
         let (nodes, path) = (cluster.broker_names(), run_dir.samples());
@@ -287,7 +282,34 @@ async fn run_phases(
     let deadline = Instant::now() + time_limit;
     let nemesis = faults::spawn(config, cluster.clone(), recorder.clone(), deadline)
         .map_err(RunError::Setup)?;
-    let workers = spawn_workers(&ctx, config.concurrency);
+    let workers = if config.workload == "group" {
+        let settings = GroupSettings::new(keys.clone(), &config.acks);
+        let group = Arc::new(HttpGroupClient::new(&client_config, &settings));
+        let ctx = GroupContext {
+            queue: client.clone(),
+            group,
+            settings: Arc::new(settings),
+            seed: config.seed,
+            values: ValueSource::default(),
+            stop: stop_workers.clone(),
+        };
+        let sink = Arc::new(RecorderSink {
+            recorder: recorder.clone(),
+            limiter,
+        });
+        spawn_group_workers(&ctx, sink, config.concurrency)
+    } else {
+        let ctx = WorkloadContext {
+            client: client.clone(),
+            settings: Arc::new(QueueSettings::new(keys.clone(), &config.acks)),
+            recorder: recorder.clone(),
+            seed: config.seed,
+            values: ValueSource::default(),
+            limiter,
+            stop: stop_workers.clone(),
+        };
+        spawn_workers(&ctx, config.concurrency)
+    };
     tokio::time::sleep_until(deadline).await;
 
     stop_workers.store(true, Ordering::Relaxed);

@@ -1,12 +1,13 @@
 //! The main phase's client side: `concurrency` worker tasks, each driving the queue workload
-//! as one process at a time, recording invoke and completion of every op, under one overall
-//! rate limit.
+//! (or the consumer-group workload, [`spawn_group_workers`]) as one process at a time,
+//! recording invoke and completion of every op, under one overall rate limit.
 
 use crate::recorder::Recorder;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tidewater_workloads::group::{self, GroupClient, GroupContext, OpSink};
 use tidewater_workloads::history::{Op, OpType, Process};
 use tidewater_workloads::queue::{
     execute, Completion, Consumer, Generator, Intent, QueueClient, QueueSettings, ValueSource,
@@ -156,6 +157,42 @@ pub fn spawn_workers<C: QueueClient>(
 ) -> Vec<tokio::task::JoinHandle<u64>> {
     (0..concurrency as u64)
         .map(|id| tokio::spawn(worker(ctx.clone(), id)))
+        .collect()
+}
+
+/// The group workload's [`OpSink`]: the run's recorder and its overall rate limit.
+pub struct RecorderSink {
+    /// Where ops go.
+    pub recorder: Arc<Recorder>,
+    /// Overall rate limit, shared with nothing else in a group run.
+    pub limiter: Arc<RateLimiter>,
+}
+
+impl OpSink for RecorderSink {
+    fn new_process(&self) -> u64 {
+        self.recorder.new_process()
+    }
+
+    fn record(&self, op: Op) {
+        self.recorder.record(op);
+    }
+
+    async fn pace(&self) {
+        self.limiter.wait().await;
+    }
+}
+
+/// Starts `concurrency` group workers (the first `settings.producers` only send, the others
+/// are group members); returns their handles (each yields its op count). Each worker's ops,
+/// consumer faults (crash, stall, leave) included, come from a generator seeded by the run's
+/// seed and the worker's number.
+pub fn spawn_group_workers<C: QueueClient, G: GroupClient>(
+    ctx: &GroupContext<C, G>,
+    sink: Arc<RecorderSink>,
+    concurrency: usize,
+) -> Vec<tokio::task::JoinHandle<u64>> {
+    (0..concurrency as u64)
+        .map(|id| tokio::spawn(group::group_worker(ctx.clone(), sink.clone(), id)))
         .collect()
 }
 
