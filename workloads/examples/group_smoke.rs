@@ -156,6 +156,14 @@ async fn main() {
     };
     let results = check(&ops, &settings);
     println!("valid={:?}", results.valid);
+    let rebalances = &results.stats["rebalances"];
+    println!(
+        "rebalances={} duration_ms_mean={} duration_ms_max={} redeliveries={}",
+        rebalances["count"],
+        rebalances["duration_ms_mean"],
+        rebalances["duration_ms_max"],
+        results.stats["redeliveries"]
+    );
     for (name, anomaly) in &results.anomalies {
         println!(
             "anomaly {name}: {}",

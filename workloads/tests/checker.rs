@@ -812,3 +812,51 @@ fn a_write_read_once_below_where_the_final_reads_began_is_not_lost() {
     assert!(!r.anomalies.contains_key("lost-write"), "{:?}", r.anomalies);
     assert_eq!(r.valid, Validity::Valid, "{:?}", r.anomalies);
 }
+
+#[test]
+fn redeliveries_count_records_a_group_was_given_again() {
+    let mut h = five_records();
+    h.rebalance(2, "g0", 1, &[K]);
+    h.poll(2, &ALL5[..3]);
+    h.commit(2, 1);
+    // The next generation starts from the commit: 11 and 12 reach g0 a second time.
+    h.rebalance(3, "g0", 2, &[K]);
+    h.poll(3, &ALL5[1..]);
+    h.commit(3, 5);
+    // Near misses: another group's first delivery, and a process outside any group.
+    h.rebalance(4, "g1", 1, &[K]);
+    h.poll(4, &ALL5);
+    h.assign(9, &[K], "assign");
+    h.poll(9, &ALL5);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert_eq!(
+        r.stats["redeliveries"],
+        json!({"delivered": 10, "redelivered_records": 2, "redeliveries": 2})
+    );
+}
+
+#[test]
+fn rebalances_are_counted_by_outcome_with_their_durations() {
+    let mut h = five_records();
+    // Each line is 200 ms after the previous one (see `push`).
+    h.rebalance(2, "g0", 1, &[K]);
+    h.push(3, OpType::Invoke, "rebalance", Value::Null);
+    h.push(2, OpType::Invoke, "poll", json!([["poll"]]));
+    h.push(2, OpType::Ok, "poll", json!([["poll", {}]]));
+    h.push(3, OpType::Fail, "rebalance", Value::Null).error = Some("REBALANCE_IN_PROGRESS".into());
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    let s = &r.stats["rebalances"];
+    assert_eq!(
+        (&s["count"], &s["ok"], &s["fail"], &s["info"]),
+        (&json!(2), &json!(1), &json!(1), &json!(0))
+    );
+    assert_eq!(s["duration_ms_max"], 600);
+    assert_eq!(s["duration_ms_mean"], 400.0);
+    // Five sends are ten lines (0..9); the ok rebalance completes at line 11, the failed one
+    // at line 15.
+    assert_eq!(s["series"], json!([[2200, 200], [3000, 600]]));
+    assert_eq!(r.stats["redeliveries"]["redeliveries"], 0);
+}

@@ -16,11 +16,35 @@
 //! - `group-undelivered`: an acknowledged value at an offset below the highest offset its
 //!   key's group committed, yet no poll by a member of any group returned it (the group
 //!   claims to have consumed past a record it never saw).
+//!
+//! Figures (not anomalies; at-least-once delivery allows them), in `stats`:
+//! - `rebalances`: `rebalance` ops by outcome, their durations (invoke to completion) and a
+//!   series `[[completion_ms, duration_ms], ...]` for the report;
+//! - `redeliveries`: records an ok poll by a member returned to a group that a member of that
+//!   group had already been given (after a rebalance, a crash, or an uncommitted position).
 
 use super::found::Findings;
 use super::fxhash::FxHashMap;
 use super::watermark::Watermarks;
+use crate::history::{OpType, Val};
 use serde_json::{json, Value};
+
+/// At most this many points in `stats.rebalances.series`; beyond it every other point is
+/// dropped (the count, mean and max still cover every rebalance).
+pub const REBALANCE_SERIES_MAX: usize = 2_000;
+
+/// Counts and durations of `rebalance` ops.
+#[derive(Debug, Default)]
+struct RebalanceStats {
+    /// Completions by type: ok, fail, info.
+    by_kind: [u64; 3],
+    duration_ms_sum: u64,
+    duration_ms_max: u64,
+    /// `[completion_ms, duration_ms]`, thinned to [`REBALANCE_SERIES_MAX`] points.
+    series: Vec<[u64; 2]>,
+    /// Keep every `stride`-th rebalance in the series.
+    stride: u64,
+}
 
 /// Group state across the history.
 #[derive(Debug, Default)]
@@ -42,6 +66,11 @@ pub struct Groups {
     commits: Watermarks,
     /// Highest committed offset per (group, key) by dense id.
     committed_max: Vec<u64>,
+    rebalances: RebalanceStats,
+    /// (group, value) -> times an ok poll by a member of the group returned it.
+    deliveries: FxHashMap<(u32, Val), u32>,
+    /// Deliveries beyond the first of a value to its group.
+    redeliveries: u64,
 }
 
 /// A parsed `rebalance` completion.
@@ -87,6 +116,67 @@ impl Groups {
     /// True when `process` is a group member (its reads count as deliveries).
     pub fn is_member(&self, process: u64) -> bool {
         self.member_of.contains_key(&process)
+    }
+
+    /// A `rebalance` op completed (any type), invoked at `invoke_ns` and completed at `end_ns`.
+    pub fn rebalance_ended(&mut self, kind: OpType, invoke_ns: u64, end_ns: u64) {
+        let r = &mut self.rebalances;
+        let slot = match kind {
+            OpType::Ok => 0,
+            OpType::Fail => 1,
+            _ => 2,
+        };
+        r.by_kind[slot] += 1;
+        let duration_ms = end_ns.saturating_sub(invoke_ns) / 1_000_000;
+        r.duration_ms_sum += duration_ms;
+        r.duration_ms_max = r.duration_ms_max.max(duration_ms);
+        let n = r.by_kind.iter().sum::<u64>() - 1;
+        r.stride = r.stride.max(1);
+        if n % r.stride == 0 {
+            r.series.push([end_ns / 1_000_000, duration_ms]);
+            if r.series.len() > REBALANCE_SERIES_MAX {
+                let mut i = 0;
+                r.series.retain(|_| {
+                    i += 1;
+                    i % 2 == 1
+                });
+                r.stride *= 2;
+            }
+        }
+    }
+
+    /// `stats.rebalances`.
+    pub fn rebalance_stats(&self) -> Value {
+        let r = &self.rebalances;
+        let total: u64 = r.by_kind.iter().sum();
+        json!({
+            "count": total, "ok": r.by_kind[0], "fail": r.by_kind[1], "info": r.by_kind[2],
+            "duration_ms_mean": if total == 0 { 0.0 } else { r.duration_ms_sum as f64 / total as f64 },
+            "duration_ms_max": r.duration_ms_max,
+            "series": r.series,
+        })
+    }
+
+    /// An ok poll by member `process` returned `value`.
+    pub fn deliver(&mut self, process: u64, value: Val) {
+        let Some(&g) = self.member_of.get(&process) else {
+            return;
+        };
+        let n = self.deliveries.entry((g, value)).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            self.redeliveries += 1;
+        }
+    }
+
+    /// `stats.redeliveries`.
+    pub fn redelivery_stats(&self) -> Value {
+        let records = self.deliveries.values().filter(|&&n| n > 1).count();
+        json!({
+            "delivered": self.deliveries.len(),
+            "redelivered_records": records,
+            "redeliveries": self.redeliveries,
+        })
     }
 
     /// A rebalance completed: `process` owns `keys` (interned, with names) in the generation.

@@ -224,6 +224,8 @@ impl KeyState {
 struct Pending {
     /// Index of the invoke.
     invoke_op: u64,
+    /// Time of the invoke, in nanoseconds since the test started.
+    invoke_time_ns: u64,
     /// Values the invoke sends, with their interned keys.
     sends: Vec<(u32, Val)>,
 }
@@ -431,6 +433,7 @@ impl Checker {
     fn invoke(&mut self, process: u64, op: &Op) {
         let mut pending = Pending {
             invoke_op: op.index,
+            invoke_time_ns: op.time,
             sends: Vec::new(),
         };
         if let Some(micros) = op.value.as_array() {
@@ -478,6 +481,7 @@ impl Checker {
                 }
                 Pending {
                     invoke_op: op.index,
+                    invoke_time_ns: op.time,
                     sends: Vec::new(),
                 }
             }
@@ -500,8 +504,13 @@ impl Checker {
                     self.order.reassign(process, &keys, op.f == "subscribe");
                 }
             }
-            "rebalance" if ok => self.complete_rebalance(process, op),
-            "rebalance" => {}
+            "rebalance" => {
+                self.groups
+                    .rebalance_ended(op.kind, pending.invoke_time_ns, op.time);
+                if ok {
+                    self.complete_rebalance(process, op);
+                }
+            }
             _ => self.complete_micro_ops(process, op, &pending),
         }
         // Sends of the invoke that the completion did not mention take the completion's type.
@@ -736,6 +745,9 @@ impl Checker {
     fn read(&mut self, process: u64, key: u32, offset: u64, value: Val, op: &Op, ok: bool) {
         self.counters.records_read += 1;
         let group_read = ok && self.groups.is_member(process);
+        if group_read {
+            self.groups.deliver(process, value);
+        }
         let state = self
             .values
             .entry(value)

@@ -428,6 +428,8 @@ fn stats(
         "hw_regressions": hw_classes,
         "retention_excluded": counts.retention_excluded,
         "groups": c.groups.group_count(),
+        "rebalances": c.groups.rebalance_stats(),
+        "redeliveries": c.groups.redelivery_stats(),
         "settings": c.settings,
         "problem_count": c.problem_count,
         "problems": c.problems,
