@@ -186,6 +186,14 @@ impl MatrixFile {
             if let Some(axis) = rule.when.keys().find(|k| !file.axes.contains_key(*k)) {
                 return Err(format!("expect.when names {axis:?}, which is not an axis"));
             }
+            // A share above 1 could never hold: a typo for a percentage, not an expectation.
+            if let Some(share) = rule.availability_min {
+                if !(0.0..=1.0).contains(&share) {
+                    return Err(format!(
+                        "availability_min {share} must be a share from 0.0 to 1.0"
+                    ));
+                }
+            }
         }
         Ok(file)
     }
@@ -510,6 +518,10 @@ mod tests {
             (
                 "name = \"m\"\n[axes]\nacks = [\"1\"]\n[[expect]]\nlost = 1",
                 "unknown field",
+            ),
+            (
+                "name = \"m\"\n[axes]\nacks = [\"1\"]\n[[expect]]\navailability_min = 95.0",
+                "share from 0.0 to 1.0",
             ),
         ] {
             let err = MatrixFile::parse(text).unwrap_err();
