@@ -34,6 +34,8 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+// Parsed once per process: the size of the largest variant (`run`'s flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Run a chaos test and check it (e.g. `tidewater run --time-limit 30`).
     Run(RunArgs),
