@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::leader::LeaderState;
@@ -28,7 +28,7 @@ use crate::controller::protocol::{
     RegisterBrokerRequest, RegisterBrokerResponse, TopicMetadata,
 };
 use crate::error::{ApiError, ErrorKind};
-use crate::partition::{Isolation, Partition, PartitionOffsets, PartitionState};
+use crate::partition::{Isolation, Partition, PartitionState};
 use crate::server::Broker;
 use crate::storage::Record;
 use crate::topics::TopicMeta;
@@ -114,12 +114,83 @@ pub struct Replica {
     role: Mutex<RoleState>,
     /// The follower fetch task, while following.
     fetcher: Mutex<Option<JoinHandle<()>>>,
+    /// acks=all produces waiting for the HW; locked after `log`, never held across an await.
+    delayed_produces: Mutex<DelayedProduces>,
+}
+
+/// acks=all produces waiting for the HW to pass their last offset (Kafka's produce purgatory),
+/// completed by [`Replica::publish`]: a publish wakes only the requests it completes. (Waiting on
+/// the partition's offsets watch instead woke every request in flight at every append and every
+/// fetch, each to find its condition still false.)
+#[derive(Debug, Default)]
+struct DelayedProduces {
+    next_id: u64,
+    /// The leader epoch of the last publish; `None` before the first.
+    epoch: Option<u32>,
+    /// (last offset, id) -> (leader epoch of the append, completion).
+    waiting: BTreeMap<(u64, u64), (u32, oneshot::Sender<()>)>,
 }
 
 impl Replica {
     /// Locks the role state.
     pub fn role(&self) -> MutexGuard<'_, RoleState> {
         self.role.lock().expect("replica role lock poisoned")
+    }
+
+    fn delayed_produces(&self) -> MutexGuard<'_, DelayedProduces> {
+        self.delayed_produces
+            .lock()
+            .expect("delayed produces lock poisoned")
+    }
+
+    /// Registers an acks=all produce of a batch ending at `last_offset`, appended in
+    /// `leader_epoch`: the receiver completes when a publish shows the HW past it or another
+    /// epoch. The caller removes the returned key from `waiting` when it stops waiting.
+    fn delay_produce(
+        &self,
+        last_offset: u64,
+        leader_epoch: u32,
+    ) -> ((u64, u64), oneshot::Receiver<()>) {
+        let (completion, completed) = oneshot::channel();
+        let mut delayed = self.delayed_produces();
+        let key = (last_offset, delayed.next_id);
+        delayed.next_id += 1;
+        delayed.waiting.insert(key, (leader_epoch, completion));
+        (key, completed)
+    }
+
+    /// Publishes the offsets of `log` to the partition's waiters, then completes the delayed
+    /// produces whose batch the HW passed, and all those of another leader epoch (they wake to
+    /// find the leadership lost). Call with the log lock held after every change, as for
+    /// [`Partition::publish`]; every HW and epoch change of a replica goes through here.
+    fn publish(&self, log: &PartitionState) {
+        self.log.publish(log);
+        let mut delayed = self.delayed_produces();
+        if delayed.epoch != Some(log.leader_epoch) {
+            delayed.epoch = Some(log.leader_epoch);
+            let epoch = log.leader_epoch;
+            let stale: Vec<_> = delayed
+                .waiting
+                .iter()
+                .filter(|(_, (e, _))| *e != epoch)
+                .map(|(key, _)| *key)
+                .collect();
+            for key in stale {
+                if let Some((_, done)) = delayed.waiting.remove(&key) {
+                    let _ = done.send(());
+                }
+            }
+        }
+        if delayed
+            .waiting
+            .first_key_value()
+            .is_some_and(|((last_offset, _), _)| *last_offset < log.high_watermark)
+        {
+            let pending = delayed.waiting.split_off(&(log.high_watermark, 0));
+            for (_, (_, done)) in std::mem::replace(&mut delayed.waiting, pending) {
+                let _ = done.send(());
+            }
+        }
     }
 
     fn stop_fetcher(&self) {
@@ -589,6 +660,7 @@ impl ReplicaManager {
                 isr: Vec::new(),
             }),
             fetcher: Mutex::new(None),
+            delayed_produces: Mutex::new(DelayedProduces::default()),
         });
         self.replicas
             .write()
@@ -639,7 +711,7 @@ impl ReplicaManager {
                         let mut log = replica.log.lock();
                         log.isr = state.isr();
                         advance_leader_hw(state, &mut log);
-                        replica.log.publish(&log);
+                        replica.publish(&log);
                     }
                 } else {
                     self.become_leader(replica, &mut role, pm);
@@ -658,7 +730,7 @@ impl ReplicaManager {
                     role.leader_epoch = pm.leader_epoch;
                     let mut log = replica.log.lock();
                     log.leader_epoch = pm.leader_epoch;
-                    replica.log.publish(&log);
+                    replica.publish(&log);
                     tracing::warn!(topic = %replica.topic, partition = replica.partition, "partition offline: no leader");
                 }
             }
@@ -685,7 +757,7 @@ impl ReplicaManager {
         log.replicas = pm.replicas.clone();
         log.isr = pm.isr.clone();
         advance_leader_hw(&mut state, &mut log);
-        replica.log.publish(&log);
+        replica.publish(&log);
         tracing::info!(
             topic = %replica.topic, partition = replica.partition, leader_epoch = pm.leader_epoch,
             epoch_start_offset = log_end_offset, high_watermark = log.high_watermark, "became leader"
@@ -707,7 +779,7 @@ impl ReplicaManager {
             log.leader_epoch = pm.leader_epoch;
             log.replicas = pm.replicas.clone();
             log.isr = pm.isr.clone();
-            replica.log.publish(&log);
+            replica.publish(&log);
         }
         role.role = Role::Follower { leader };
         role.leader_epoch = pm.leader_epoch;
@@ -771,7 +843,7 @@ impl ReplicaManager {
                 self.propose_isr_change(&replica, state, proposal);
             }
             advance_leader_hw(state, &mut log);
-            replica.log.publish(&log);
+            replica.publish(&log);
             request.fetch_offset == log_end_offset
         };
         if at_end {
@@ -941,7 +1013,7 @@ impl ReplicaManager {
             let mut log = replica.log.lock();
             log.isr = after;
             advance_leader_hw(state, &mut log);
-            replica.log.publish(&log);
+            replica.publish(&log);
         }
     }
 
@@ -1062,7 +1134,7 @@ impl ReplicaManager {
             let mut log = replica.log.lock();
             let (base_offset, last_offset) = log.log.append(records, leader_epoch)?;
             advance_leader_hw(state, &mut log);
-            replica.log.publish(&log);
+            replica.publish(&log);
             (base_offset, last_offset, log.high_watermark, leader_epoch)
         };
         let appended = LeaderAppend {
@@ -1074,16 +1146,16 @@ impl ReplicaManager {
         if !acks_all {
             return Ok(appended);
         }
-        let mut updates = replica.log.subscribe();
-        let done =
-            |o: &PartitionOffsets| o.high_watermark > last_offset || o.leader_epoch != leader_epoch;
-        // `wait_for` returns a read guard on the watched value: turn it into a bool at once,
-        // because holding it while taking the role lock deadlocks against a publisher that
-        // holds the role lock and waits for the watch's write lock.
-        let waited =
-            tokio::time::timeout(Duration::from_millis(timeout_ms), updates.wait_for(done))
+        // Registered first, checked second: a publish that came before the registration is
+        // seen by the check (publishers update the offsets before completing waiters).
+        let (key, completed) = replica.delay_produce(last_offset, leader_epoch);
+        let offsets = replica.log.offsets();
+        let waited = offsets.high_watermark > last_offset
+            || offsets.leader_epoch != leader_epoch
+            || tokio::time::timeout(Duration::from_millis(timeout_ms), completed)
                 .await
-                .is_ok_and(|changed| changed.is_ok());
+                .is_ok_and(|sent| sent.is_ok());
+        replica.delayed_produces().waiting.remove(&key);
         let mut role = replica.role();
         let still_leader = role.leader_epoch == leader_epoch;
         let Role::Leader(state) = &mut role.role else {
@@ -1292,7 +1364,7 @@ impl ReplicaManager {
         }
         let mut log = replica.log.lock();
         let result = f(&mut log).map_err(fetcher::FetchError::Log);
-        replica.log.publish(&log);
+        replica.publish(&log);
         result
     }
 }
@@ -1414,4 +1486,68 @@ pub(crate) fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::LogConfig;
+
+    #[test]
+    fn publish_completes_exactly_the_delayed_produces_the_hw_passed_or_whose_epoch_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(Partition::open("t", 0, dir.path(), LogConfig::default(), 1).unwrap());
+        let replica = Replica {
+            topic: "t".into(),
+            partition: 0,
+            log: log.clone(),
+            role: Mutex::new(RoleState {
+                role: Role::Offline,
+                leader_epoch: 1,
+                replicas: Vec::new(),
+                isr: Vec::new(),
+            }),
+            fetcher: Mutex::new(None),
+            delayed_produces: Mutex::new(DelayedProduces::default()),
+        };
+        let mut state = log.lock();
+        state.leader_epoch = 1;
+        let records = (0..10)
+            .map(|i| Record {
+                key: None,
+                value: vec![i],
+                timestamp_ms: 0,
+            })
+            .collect();
+        state.log.append(records, 1).unwrap();
+        state.high_watermark = 0;
+        replica.publish(&state);
+        let (_, mut first) = replica.delay_produce(4, 1);
+        let (_, mut second) = replica.delay_produce(4, 1);
+        let (third_key, mut third) = replica.delay_produce(9, 1);
+        // HW 4 does not pass offset 4: nothing completes.
+        state.high_watermark = 4;
+        replica.publish(&state);
+        assert!(first.try_recv().is_err() && second.try_recv().is_err());
+        // HW 5 passes offset 4 (both produces ending there), not offset 9.
+        state.high_watermark = 5;
+        replica.publish(&state);
+        assert_eq!(first.try_recv(), Ok(()));
+        assert_eq!(second.try_recv(), Ok(()));
+        assert_eq!(third.try_recv(), Err(oneshot::error::TryRecvError::Empty));
+        assert_eq!(
+            replica
+                .delayed_produces()
+                .waiting
+                .keys()
+                .copied()
+                .collect::<Vec<_>>(),
+            vec![third_key]
+        );
+        // A new leader epoch completes the rest, whatever the HW.
+        state.leader_epoch = 2;
+        replica.publish(&state);
+        assert_eq!(third.try_recv(), Ok(()));
+        assert!(replica.delayed_produces().waiting.is_empty());
+    }
 }
