@@ -27,6 +27,9 @@ pub const PLOT_IDS: [&str; 6] = [
     "plot-isr",
 ];
 
+/// Charts drawn only for a consumer-group run (results with `stats.rebalances`).
+pub const GROUP_PLOT_IDS: [&str; 1] = ["plot-rebalances"];
+
 const OK_RGB: Rgb = (31, 119, 180);
 const FAIL_RGB: Rgb = (200, 30, 30);
 const INFO_RGB: Rgb = (255, 127, 14);
@@ -86,6 +89,9 @@ pub(crate) fn plots_section(ctx: &Ctx) -> Result<String, ReportError> {
     out.push_str(&lost_writes_figure(ctx)?);
     out.push_str(&unseen_figure(ctx, &bands, band_note)?);
     out.push_str(&isr_figure(ctx, &bands, band_note)?);
+    if let Some(rebalances) = rebalance_figure(ctx, &bands, band_note)? {
+        out.push_str(&rebalances);
+    }
     out.push_str("</section>");
     Ok(out)
 }
@@ -548,4 +554,81 @@ fn isr_figure(ctx: &Ctx, bands: &[(String, Rgb)], band_note: &str) -> Result<Str
             omitted_note(keys.len(), total)
         ),
     ))
+}
+
+/// `stats.rebalances.series` as (completion s, duration ms).
+fn rebalance_series(stats: &Value) -> Vec<(f64, f64)> {
+    stats["series"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p.get(0)?.as_f64()? / 1e3, p.get(1)?.as_f64()?)))
+        .collect()
+}
+
+/// Consumer-group runs only: every rebalance's duration at the time it ended, with the
+/// counts of rebalances and redeliveries in the caption.
+fn rebalance_figure(
+    ctx: &Ctx,
+    bands: &[(String, Rgb)],
+    band_note: &str,
+) -> Result<Option<String>, ReportError> {
+    let Some(stats) = ctx.files.results.as_ref().map(|r| &r.stats) else {
+        return Ok(None);
+    };
+    let rebalances = &stats["rebalances"];
+    let Some(count) = rebalances["count"].as_u64().filter(|&n| n > 0) else {
+        return Ok(None);
+    };
+    let series = rebalance_series(rebalances);
+    let y_max = series.iter().map(|p| p.1).fold(1.0, f64::max);
+    let svg = plots::draw_time_chart(&TimeChart {
+        id: "plot-rebalances",
+        y_label: "rebalance duration (ms)",
+        x_max_s: ctx
+            .x_max_s
+            .max(series.iter().map(|p| p.0).fold(0.0, f64::max)),
+        y_range: (0.0, y_max * 1.05),
+        y_log: false,
+        y_integer: false,
+        bands: &ctx.faults.windows,
+        lines: Vec::new(),
+        points: vec![Points {
+            rgb: OK_RGB,
+            shape: Shape::Circle,
+            size_px: 3,
+            points: series.clone(),
+        }],
+    })?;
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    let redeliveries = &stats["redeliveries"];
+    let thinned = if (series.len() as u64) < count {
+        format!(" {} of them are drawn (evenly thinned).", series.len())
+    } else {
+        String::new()
+    };
+    let mut entries = vec![("rebalance".to_string(), OK_RGB)];
+    entries.extend_from_slice(bands);
+    Ok(Some(figure(
+        "plot-rebalances",
+        "Rebalances",
+        &svg,
+        &legend(&entries),
+        &format!(
+            "Each dot is one rebalance (a member's join and sync) at the time it ended; its \
+             height is how long it took. Rebalances: {count} ({} ok, {} failed, {} \
+             indeterminate), mean {:.0} ms, longest {} ms.{thinned} Redeliveries: {} \
+             deliveries of {} records that their group had already been given, out of {} \
+             records delivered (at-least-once: what a member processed but had not committed \
+             before a rebalance or crash is delivered again). {band_note}",
+            n(&rebalances["ok"]),
+            n(&rebalances["fail"]),
+            n(&rebalances["info"]),
+            rebalances["duration_ms_mean"].as_f64().unwrap_or(0.0),
+            n(&rebalances["duration_ms_max"]),
+            n(&redeliveries["redeliveries"]),
+            n(&redeliveries["redelivered_records"]),
+            n(&redeliveries["delivered"]),
+        ),
+    )))
 }

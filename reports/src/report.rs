@@ -21,7 +21,7 @@ pub const EXAMPLES_SHOWN_MAX: usize = 20;
 pub const REFERENCED_OPS_MAX: usize = 2000;
 /// Fault windows and nemesis events listed at most.
 pub const FAULT_ROWS_MAX: usize = 500;
-pub use crate::figures::{PARTITIONS_DRAWN_MAX, PLOT_IDS};
+pub use crate::figures::{GROUP_PLOT_IDS, PARTITIONS_DRAWN_MAX, PLOT_IDS};
 /// Renders `run_dir/report.html` from the files of the run and returns its path.
 pub fn render_run(run_dir: &Path) -> Result<PathBuf, ReportError> {
     let html = render_run_html(run_dir)?;

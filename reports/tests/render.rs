@@ -330,3 +330,44 @@ fn report_reads_the_harness_run_config_shape() {
     let index = std::fs::read_to_string(render_index(tmp.path()).unwrap()).unwrap();
     assert!(index.contains("acks=1, nemesis=kill,partition, unclean.leader.election.enable=true"));
 }
+
+#[test]
+fn a_group_run_plots_its_rebalances_and_names_its_redeliveries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("g/1");
+    fixture_run(&dir, "c", true);
+    let html = std::fs::read_to_string(render_run(&dir).unwrap()).unwrap();
+    assert!(
+        !html.contains("plot-rebalances"),
+        "a queue run has no rebalance plot"
+    );
+
+    let path = dir.join("results.json");
+    let mut results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    results["stats"]["rebalances"] = serde_json::json!({
+        "count": 3, "ok": 2, "fail": 1, "info": 0, "duration_ms_mean": 150.0,
+        "duration_ms_max": 300, "series": [[1000, 50], [4000, 100], [9000, 300]]
+    });
+    results["stats"]["redeliveries"] =
+        serde_json::json!({"delivered": 40, "redelivered_records": 3, "redeliveries": 4});
+    std::fs::write(&path, results.to_string()).unwrap();
+    let html = std::fs::read_to_string(render_run(&dir).unwrap()).unwrap();
+    for id in tidewater_reports::report::GROUP_PLOT_IDS {
+        let fig = figure(&html, id);
+        assert!(fig.contains("<svg width="), "{id} has an SVG");
+        assert!(fig.matches("<circle").count() >= 3, "{id} draws its dots");
+    }
+    let fig = figure(&html, "plot-rebalances");
+    assert!(
+        fig.contains(
+            "Rebalances: 3 (2 ok, 1 failed, 0 indeterminate), mean 150 ms, longest 300 ms."
+        ),
+        "{fig}"
+    );
+    assert!(
+        fig.contains("Redeliveries: 4 deliveries of 3 records that their group had already been given, out of 40 records delivered"),
+        "{fig}"
+    );
+    common::assert_anchors_resolve(&html);
+}
