@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
+use tidewater_workloads::group::GroupSettings;
 
 /// Topic-level settings (Kafka's topic config names): passed in the topic's `configs` as
 /// well as to every broker, so they apply whichever level the broker reads.
@@ -116,6 +117,13 @@ impl RunConfig {
             return Err(format!(
                 "--workload must be queue or group, not {:?}",
                 self.workload
+            ));
+        }
+        let producers = GroupSettings::new(Vec::new(), &self.acks).producers;
+        if self.workload == "group" && self.concurrency <= producers {
+            return Err(format!(
+                "--workload group needs --concurrency above {producers}: the first {producers} \
+                 workers produce, the others are the group's members"
             ));
         }
         if !matches!(self.acks.as_str(), "0" | "1" | "all") {
@@ -308,6 +316,11 @@ mod tests {
         let mut c = example();
         c.workload = "stream".into();
         assert!(c.validate().unwrap_err().contains("--workload"));
+        c.workload = "group".into();
+        c.concurrency = 2;
+        assert!(c.validate().unwrap_err().contains("--concurrency above 2"));
+        c.concurrency = 3;
+        assert!(c.validate().is_ok(), "two producers and one member");
         assert!(example().validate().is_ok());
     }
 }
