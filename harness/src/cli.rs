@@ -114,9 +114,9 @@ pub struct RunArgs {
     /// Directory of all runs.
     #[arg(long, value_name = "DIR", default_value = "store")]
     pub store: PathBuf,
-    /// Test name: runs go to STORE/NAME/<timestamp>/.
-    #[arg(long, value_name = "NAME", default_value = "queue")]
-    pub name: String,
+    /// Test name: runs go to STORE/NAME/<timestamp>/ (default: the workload's name).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
     /// The /24 subnet of the local cluster's bridge (must be unused on this host).
     #[arg(long, value_name = "A.B.C.0/24")]
     pub subnet: Option<String>,
@@ -235,7 +235,7 @@ impl RunArgs {
             return Ok(config);
         }
         let config = RunConfig {
-            name: self.name.clone(),
+            name: self.name.clone().unwrap_or_else(|| self.workload.clone()),
             seed: self.seed.unwrap_or_else(rand::random),
             time_limit_s: self.time_limit,
             nodes: self.nodes,
@@ -843,6 +843,23 @@ mod tests {
         assert_eq!(c.nemesis, vec!["kill", "partition"]);
         assert_eq!(c.acks, "1");
         assert_eq!(c.sets["unclean.leader.election.enable"], "true");
+        assert_eq!((c.workload.as_str(), c.name.as_str()), ("queue", "queue"));
+    }
+
+    #[test]
+    fn a_group_run_is_named_after_its_workload_unless_named() {
+        let config = |extra: &[&str]| {
+            let mut argv = vec!["tidewater", "run", "--seed", "1", "--workload", "group"];
+            argv.extend_from_slice(extra);
+            let Command::Run(args) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("expected run")
+            };
+            args.to_config().unwrap()
+        };
+        let c = config(&[]);
+        assert_eq!((c.workload.as_str(), c.name.as_str()), ("group", "group"));
+        assert_eq!(config(&["--name", "g"]).name, "g");
+        assert!(Cli::try_parse_from(["tidewater", "run", "--workload", "stream"]).is_err());
     }
 
     #[test]
