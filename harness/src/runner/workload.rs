@@ -225,6 +225,52 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn group_workers_record_through_the_recorder_and_retire_after_info() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let recorder = Recorder::create(&path).unwrap();
+        let settings = group::GroupSettings::new(vec!["t0/0".into()], "all");
+        // Two workers: both producers, so the coordinator (no nodes here) is never called.
+        let config = tidewater_workloads::client::ClientConfig::new(Default::default());
+        let ctx = GroupContext {
+            queue: Arc::new(InfoClient),
+            group: Arc::new(group::HttpGroupClient::new(&config, &settings)),
+            settings: Arc::new(settings),
+            seed: 3,
+            values: ValueSource::default(),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let sink = Arc::new(RecorderSink {
+            recorder: recorder.clone(),
+            limiter: Arc::new(RateLimiter::new(0.0)),
+        });
+        let handles = spawn_group_workers(&ctx, sink, 2);
+        while recorder.counts().snapshot().2 < 10 {
+            tokio::task::yield_now().await;
+        }
+        ctx.stop.store(true, Ordering::Relaxed);
+        for h in handles {
+            h.await.unwrap();
+        }
+        recorder.close().unwrap();
+        let ops =
+            read_history(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+        assert!(ops.iter().all(|op| op.f == "send"));
+        // Each process invokes one send, which ends info, and is never seen again.
+        let mut lines_by_process = std::collections::HashMap::new();
+        for op in &ops {
+            lines_by_process
+                .entry(op.process.clone())
+                .or_insert_with(Vec::new)
+                .push(op.kind);
+        }
+        assert!(lines_by_process.len() >= 10);
+        for kinds in lines_by_process.values() {
+            assert_eq!(kinds, &[OpType::Invoke, OpType::Info]);
+        }
+    }
+
     #[test]
     fn rate_limiter_spaces_slots_by_the_interval() {
         let limiter = RateLimiter::new(10.0);
