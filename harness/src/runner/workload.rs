@@ -261,7 +261,7 @@ mod tests {
         let mut lines_by_process = std::collections::HashMap::new();
         for op in &ops {
             lines_by_process
-                .entry(op.process.clone())
+                .entry(op.process)
                 .or_insert_with(Vec::new)
                 .push(op.kind);
         }
