@@ -8,8 +8,7 @@
 //! Each test uses its own run id and subnet (10.213.X.0/24), so they run in parallel.
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -19,8 +18,8 @@ use tidewater::cluster::{Cluster, NodeInfo};
 use tidewater::net as grudges;
 use tidewater::net::rules::Method;
 
-/// How long a probe waits for a connection or an answer before calling the node silent.
-const PROBE_TIMEOUT: Duration = Duration::from_millis(600);
+mod net_probe;
+use net_probe::probe;
 
 /// Bound for waiting until a node answers (or stops answering).
 const SETTLE_MAX: Duration = Duration::from_secs(15);
@@ -147,46 +146,9 @@ fn own_a_cluster_then_panic() {
     panic!("a bug in the harness");
 }
 
-/// Connects to `addr` from inside namespace `ns` (or from the host) and reads the answer.
-fn probe(ns: Option<String>, addr: SocketAddr) -> std::io::Result<String> {
-    std::thread::spawn(move || {
-        if let Some(ns) = ns {
-            let f = std::fs::File::open(Path::new(sys::NETNS_DIR).join(&ns))?;
-            // SAFETY: changes only this fresh thread's network namespace.
-            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        let mut conn = TcpStream::connect_timeout(&addr, PROBE_TIMEOUT)?;
-        conn.set_read_timeout(Some(PROBE_TIMEOUT))?;
-        let mut line = String::new();
-        BufReader::new(&mut conn).read_line(&mut line)?;
-        Ok(line.trim().to_string())
-    })
-    .join()
-    .unwrap()
-}
-
-/// Probes until the answer matches `want` (Some(text) = answers exactly that, None = silent
-/// or refused), within [`SETTLE_MAX`]; panics with the last answer otherwise.
+/// Probes until the answer matches `want` within [`SETTLE_MAX`] (see `net_probe`).
 fn settle(ns: Option<String>, addr: SocketAddr, want: Option<&str>) {
-    let deadline = Instant::now() + SETTLE_MAX;
-    loop {
-        let got = probe(ns.clone(), addr);
-        let ok = match (&got, want) {
-            (Ok(text), Some(w)) => text == w,
-            (Err(_), None) => true,
-            _ => false,
-        };
-        if ok {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "probe of {addr} from {ns:?}: want {want:?}, got {got:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    net_probe::settle_within(ns, addr, want, SETTLE_MAX);
 }
 
 fn addr(cluster: &LocalCluster, node: &str) -> SocketAddr {

@@ -6,9 +6,7 @@
 //! broker's usual `--set` arguments and runs this test binary as a TCP server answering
 //! `starts=N` (N counts starts recorded in its data directory).
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -18,7 +16,9 @@ use tidewater::cluster::local::{sys, LocalCluster, LocalSpec, NodeProgram};
 use tidewater::cluster::ssh::{Control, SshCluster, SshNode, SshSpec};
 use tidewater::cluster::{Cluster, NodeInfo};
 
-const PROBE_TIMEOUT: Duration = Duration::from_millis(600);
+mod net_probe;
+use net_probe::probe;
+
 const SETTLE_MAX: Duration = Duration::from_secs(20);
 const SSHD: &str = "/usr/sbin/sshd";
 
@@ -70,43 +70,9 @@ fn keygen(path: &Path) {
     assert!(status.success());
 }
 
-fn probe(ns: Option<String>, addr: SocketAddr) -> std::io::Result<String> {
-    std::thread::spawn(move || {
-        if let Some(ns) = ns {
-            let f = std::fs::File::open(Path::new(sys::NETNS_DIR).join(&ns))?;
-            // SAFETY: changes only this fresh thread's network namespace.
-            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        let mut conn = TcpStream::connect_timeout(&addr, PROBE_TIMEOUT)?;
-        conn.set_read_timeout(Some(PROBE_TIMEOUT))?;
-        let mut line = String::new();
-        BufReader::new(&mut conn).read_line(&mut line)?;
-        Ok(line.trim().to_string())
-    })
-    .join()
-    .unwrap()
-}
-
+/// Probes until the answer matches `want` within [`SETTLE_MAX`] (see `net_probe`).
 fn settle(ns: Option<String>, addr: SocketAddr, want: Option<&str>) {
-    let deadline = Instant::now() + SETTLE_MAX;
-    loop {
-        let got = probe(ns.clone(), addr);
-        let ok = match (&got, want) {
-            (Ok(text), Some(w)) => text == w,
-            (Err(_), None) => true,
-            _ => false,
-        };
-        if ok {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "probe of {addr} from {ns:?}: want {want:?}, got {got:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    net_probe::settle_within(ns, addr, want, SETTLE_MAX);
 }
 
 #[test]
