@@ -260,8 +260,11 @@ fn settings_section(files: &RunFiles) -> String {
         ("matrix_cell", "matrix cell"),
         ("workload", "workload"),
     ];
+    // A fault plan replaces the random schedule, so its nemesis list and interval were unused.
+    let planned = files.config.get("plan").is_some_and(|p| !p.is_null());
+    let unused = |k: &str| planned && (k == "nemesis" || k == "nemesis_interval_s");
     let mut out = String::from("<section id=\"settings\"><h2>Settings</h2><table>");
-    for (key, label) in KNOWN {
+    for (key, label) in KNOWN.into_iter().filter(|(k, _)| !unused(k)) {
         if let Some(v) = files.config.get(key).filter(|v| !v.is_null()) {
             let _ = write!(
                 out,
@@ -275,6 +278,7 @@ fn settings_section(files: &RunFiles) -> String {
         let skip = |k: &str| {
             KNOWN.iter().any(|(key, _)| *key == k)
                 || ["settings", "sets", "command", "schedule"].contains(&k)
+                || unused(k)
         };
         for (key, v) in obj.iter().filter(|(k, _)| !skip(k)) {
             let mut text = display_value(Some(v));
@@ -563,6 +567,31 @@ mod tests {
         let steps = serde_json::json!([{"at_s": 1}]);
         assert_eq!(schedule_summary(Some(&steps)).unwrap(), "1 steps");
         assert_eq!(schedule_summary(Some(&serde_json::json!(null))), None);
+    }
+
+    fn files_with(config: serde_json::Value) -> RunFiles {
+        RunFiles {
+            dir: std::path::PathBuf::from("/nowhere"),
+            config,
+            results: None,
+            samples: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_fault_plan_hides_the_unused_random_nemesis_settings() {
+        let base = serde_json::json!({"nemesis": ["kill", "pause"], "nemesis_interval_s": 10.0});
+        let random = settings_section(&files_with(base.clone()));
+        assert!(random.contains("<th>nemesis</th>"), "{random}");
+        assert!(random.contains("<th>nemesis_interval_s</th>"), "{random}");
+
+        let mut planned = base;
+        planned["plan"] = serde_json::json!("unclean-election");
+        let planned = settings_section(&files_with(planned));
+        assert!(planned.contains("<th>fault plan</th>"), "{planned}");
+        assert!(!planned.contains("<th>nemesis</th>"), "{planned}");
+        assert!(!planned.contains("nemesis_interval_s"), "{planned}");
     }
 
     #[test]
