@@ -10,17 +10,17 @@ use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tidewater::cluster::local::{sys, LocalCluster, LocalSpec, NodeProgram};
+use tidewater::cluster::local::sys;
 use tidewater::cluster::ssh::{Control, SshCluster, SshNode, SshSpec};
-use tidewater::cluster::{Cluster, NodeInfo};
+use tidewater::cluster::Cluster;
 
 mod net_probe;
 use net_probe::probe;
+mod ssh_hosts;
+use ssh_hosts::{make_keys, start_hosts, SSHD};
 
 const SETTLE_MAX: Duration = Duration::from_secs(20);
-const SSHD: &str = "/usr/sbin/sshd";
 
 /// Not a test: the helper server the script runs.
 #[test]
@@ -61,15 +61,6 @@ fn usable() -> bool {
     false
 }
 
-fn keygen(path: &Path) {
-    let status = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 /// Probes until the answer matches `want` within [`SETTLE_MAX`] (see `net_probe`).
 fn settle(ns: Option<String>, addr: SocketAddr, want: Option<&str>) {
     net_probe::settle_within(ns, addr, want, SETTLE_MAX);
@@ -81,48 +72,9 @@ fn the_ssh_backend_controls_processes_and_partitions_hosts() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let keys = dir.path().join("keys");
-    std::fs::create_dir_all(&keys).unwrap();
-    keygen(&keys.join("host"));
-    keygen(&keys.join("client"));
-    std::fs::copy(keys.join("client.pub"), keys.join("authorized_keys")).unwrap();
-    std::fs::create_dir_all("/run/sshd").unwrap();
-
+    let keys = make_keys(dir.path());
     // The "hosts": namespaces running sshd on port 22 of their own address.
-    let keys_for_sshd = keys.clone();
-    let program = NodeProgram::Custom(Arc::new(move |node: &NodeInfo, _data: &Path| {
-        let k = |f: &str| keys_for_sshd.join(f).display().to_string();
-        let mut argv = vec![
-            SSHD.to_string(),
-            "-D".into(),
-            "-e".into(),
-            "-f".into(),
-            "/dev/null".into(),
-        ];
-        for opt in [
-            format!("ListenAddress={}", node.ip),
-            "Port=22".into(),
-            format!("HostKey={}", k("host")),
-            format!("AuthorizedKeysFile={}", k("authorized_keys")),
-            "PermitRootLogin=yes".into(),
-            "StrictModes=no".into(),
-            "PidFile=none".into(),
-            "UsePAM=no".into(),
-        ] {
-            argv.push("-o".into());
-            argv.push(opt);
-        }
-        argv
-    }));
-    let state_dir = Path::new(tidewater::cluster::local::state::DEFAULT_STATE_DIR);
-    if state_dir.join("ts1.json").exists() {
-        tidewater::clean::clean_run(state_dir, "ts1").unwrap();
-    }
-    let mut hosts_spec = LocalSpec::new("ts1", dir.path().join("hosts"), program);
-    hosts_spec.subnet = LocalSpec::parse_subnet("10.213.11.0/24").unwrap();
-    hosts_spec.brokers = 2;
-    let hosts = LocalCluster::create(hosts_spec).unwrap();
-    hosts.start_all().unwrap();
+    let hosts = start_hosts(dir.path(), &keys, "ts1", "10.213.11.0/24", 2);
 
     // The helper "broker" the ssh backend starts on each host.
     let script = dir.path().join("fake-broker.sh");

@@ -19,12 +19,13 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tidewater::cluster::local::{find_broker_binary, sys, LocalCluster, LocalSpec, NodeProgram};
-use tidewater::cluster::{Cluster, NodeInfo};
+use tidewater::cluster::local::{find_broker_binary, sys, LocalCluster};
+use tidewater::cluster::Cluster;
 
-const SSHD: &str = "/usr/sbin/sshd";
+mod ssh_hosts;
+use ssh_hosts::{make_keys, start_hosts, SSHD};
+
 const RUN_ID: &str = "tsc";
 const SUBNET: &str = "10.213.31.0/24";
 
@@ -42,64 +43,6 @@ fn usable() -> bool {
     }
     eprintln!("skipped: needs root, sshd, ssh, ssh-keygen and iptables");
     false
-}
-
-fn keygen(path: &Path) {
-    let status = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(status.success(), "ssh-keygen");
-}
-
-/// The argv of a node's sshd: a configuration of its own (no PAM, root by key only, no
-/// system config file), listening on the node's address only, in the foreground.
-fn sshd_argv(keys: &Path, node: &NodeInfo) -> Vec<String> {
-    let key = |f: &str| keys.join(f).display().to_string();
-    let mut argv = vec![
-        SSHD.into(),
-        "-D".into(),
-        "-e".into(),
-        "-f".into(),
-        "/dev/null".into(),
-    ];
-    for opt in [
-        format!("ListenAddress={}", node.ip),
-        "Port=22".into(),
-        format!("HostKey={}", key("host")),
-        format!("AuthorizedKeysFile={}", key("authorized_keys")),
-        "PermitRootLogin=prohibit-password".into(),
-        "PasswordAuthentication=no".into(),
-        "KbdInteractiveAuthentication=no".into(),
-        "StrictModes=no".into(),
-        "PidFile=none".into(),
-        "UsePAM=no".into(),
-        "MaxSessions=64".into(),
-        "MaxStartups=64".into(),
-    ] {
-        argv.push("-o".into());
-        argv.push(opt);
-    }
-    argv
-}
-
-/// The "hosts": one namespace per node, each running sshd.
-fn start_hosts(dir: &Path, keys: &Path) -> LocalCluster {
-    let keys = keys.to_path_buf();
-    let program = NodeProgram::Custom(Arc::new(move |node: &NodeInfo, _data: &Path| {
-        sshd_argv(&keys, node)
-    }));
-    let state_dir = Path::new(tidewater::cluster::local::state::DEFAULT_STATE_DIR);
-    if state_dir.join(format!("{RUN_ID}.json")).exists() {
-        tidewater::clean::clean_run(state_dir, RUN_ID).unwrap();
-    }
-    let mut spec = LocalSpec::new(RUN_ID, dir.join("hosts"), program);
-    spec.subnet = LocalSpec::parse_subnet(SUBNET).unwrap();
-    spec.brokers = 3;
-    let hosts = LocalCluster::create(spec).unwrap();
-    hosts.start_all().unwrap();
-    hosts
 }
 
 /// The cluster file: process control (no systemd in a namespace), root without sudo, the
@@ -341,16 +284,10 @@ fn chaos_runs_over_ssh_end_with_a_verdict_and_leave_nothing_behind() {
     }
     let broker = find_broker_binary().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let keys = dir.path().join("keys");
-    std::fs::create_dir_all(&keys).unwrap();
-    keygen(&keys.join("host"));
-    keygen(&keys.join("client"));
-    std::fs::copy(keys.join("client.pub"), keys.join("authorized_keys")).unwrap();
-    // sshd's privilege separation directory.
-    std::fs::create_dir_all("/run/sshd").unwrap();
+    let keys = make_keys(dir.path());
 
     // LocalCluster tears the hosts down when dropped, also when an assertion fails.
-    let hosts = start_hosts(dir.path(), &keys);
+    let hosts = start_hosts(dir.path(), &keys, RUN_ID, SUBNET, 3);
     let cluster = cluster_file(dir.path(), &keys, &hosts, &broker);
     let plan = dir.path().join("ssh-chaos.toml");
     std::fs::write(&plan, PLAN).unwrap();
