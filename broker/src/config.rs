@@ -522,6 +522,48 @@ pub const TOPIC_SETTINGS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Where each setting of a test run goes: to every broker's settings, to the test topic's
+/// `configs`, or both (a name that is both, such as `min.insync.replicas`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Routing {
+    /// Settings every broker starts with.
+    pub broker: BTreeMap<String, String>,
+    /// Settings of the test topic.
+    pub topic: BTreeMap<String, String>,
+}
+
+/// Checks a test run's settings with the broker's own schema and says where each goes: a
+/// broker setting goes to the brokers, a topic-level one (see [`TOPIC_SETTINGS`]) to the
+/// topic, a name that is both to both. An unknown name, or a value that the broker or the
+/// topic would refuse, is an error naming the setting.
+pub fn route_settings(settings: &BTreeMap<String, String>) -> Result<Routing, ConfigError> {
+    let mut routing = Routing::default();
+    for (name, value) in settings {
+        let single = BTreeMap::from([(name.clone(), value.clone())]);
+        let is_topic = TOPIC_SETTINGS.iter().any(|(topic, _)| topic == name);
+        let broker = Config::from_settings(&single);
+        match (&broker, is_topic) {
+            (Err(ConfigError::Unknown(_)), false) => {
+                return Err(ConfigError::Unknown(name.clone()))
+            }
+            (Err(e @ ConfigError::Invalid { .. }), _) => return Err(e.clone()),
+            (Err(e), _) if !is_topic => return Err(e.clone()),
+            (Ok(_), _) => {
+                routing.broker.insert(name.clone(), value.clone());
+            }
+            _ => {}
+        }
+        if is_topic {
+            TopicConfig::from_map(&single)?;
+            routing.topic.insert(name.clone(), value.clone());
+        }
+    }
+    // Together, too: some settings only fail in combination.
+    Config::from_settings(&routing.broker)?;
+    TopicConfig::from_map(&routing.topic)?;
+    Ok(routing)
+}
+
 impl TopicConfig {
     /// Parses a topic's `configs` map; fails on an unknown name or a bad value.
     pub fn from_map(configs: &BTreeMap<String, String>) -> Result<TopicConfig, ConfigError> {
@@ -599,6 +641,34 @@ mod tests {
                 Config::from_settings(&one).unwrap_or_else(|e| panic!("{}: {e}", setting.name));
             assert_eq!(config, Config::default(), "setting {}", setting.name);
         }
+    }
+
+    #[test]
+    fn run_settings_are_routed_to_brokers_topics_or_both_and_typos_are_refused() {
+        let r = route_settings(&settings(&[
+            ("min.insync.replicas", "2"),
+            ("retention.ms", "1000"),
+            ("replica.lag.time.max.ms", "3000"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            r.broker.keys().collect::<Vec<_>>(),
+            ["min.insync.replicas", "replica.lag.time.max.ms"]
+        );
+        assert_eq!(
+            r.topic.keys().collect::<Vec<_>>(),
+            ["min.insync.replicas", "retention.ms"]
+        );
+        assert_eq!(
+            route_settings(&settings(&[("min.insync.replica", "2")])).unwrap_err(),
+            ConfigError::Unknown("min.insync.replica".into())
+        );
+        let bad = route_settings(&settings(&[("min.insync.replicas", "abc")])).unwrap_err();
+        assert!(
+            matches!(bad, ConfigError::Invalid { ref name, .. } if name == "min.insync.replicas"),
+            "{bad}"
+        );
+        assert!(route_settings(&settings(&[("retention.ms", "soon")])).is_err());
     }
 
     #[test]

@@ -30,6 +30,12 @@ struct Args {
     /// Print every setting with its default and meaning, then exit.
     #[arg(long)]
     list_settings: bool,
+    /// Check the `--set` settings of a test run without starting anything: each name must be
+    /// a broker setting or a topic-level one, and its value must parse. Prints where each
+    /// goes as JSON (`{"broker": {..}, "topic": {..}}`) and exits 0, or names the bad setting
+    /// and exits 2. The harness calls this before a run, so a typo fails at once.
+    #[arg(long)]
+    check_config: bool,
 }
 
 fn load_config(args: &Args) -> Result<Config, String> {
@@ -45,6 +51,32 @@ fn load_config(args: &Args) -> Result<Config, String> {
         settings.insert("process.roles".to_string(), role.clone());
     }
     Config::from_settings(&settings).map_err(|e| e.to_string())
+}
+
+fn check_config(args: &Args) -> ExitCode {
+    let mut settings = BTreeMap::new();
+    for assignment in &args.settings {
+        match Config::parse_assignment(assignment) {
+            Ok((name, value)) => settings.insert(name, value),
+            Err(e) => {
+                eprintln!("tidewater-broker: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    }
+    match tidewater_broker::config::route_settings(&settings) {
+        Ok(routing) => {
+            println!(
+                "{}",
+                serde_json::json!({"broker": routing.broker, "topic": routing.topic})
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tidewater-broker: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 async fn shutdown_signal() {
@@ -82,6 +114,9 @@ fn main() -> ExitCode {
             );
         }
         return ExitCode::SUCCESS;
+    }
+    if args.check_config {
+        return check_config(&args);
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

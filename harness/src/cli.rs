@@ -307,11 +307,7 @@ fn local_cluster(subnet: Option<String>) -> ClusterFactory {
     Box::new(move |config: &RunConfig, run_dir: &RunDir| {
         use crate::cluster::local::{find_broker_binary, LocalCluster, LocalSpec, NodeProgram};
         let binary = find_broker_binary().map_err(|e| e.to_string())?;
-        let settings = config
-            .sets
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let settings = config.broker_settings().into_iter().collect();
         let mut spec = LocalSpec::new(
             run_id(),
             run_dir.path.clone(),
@@ -384,18 +380,18 @@ fn run_command(args: RunArgs) -> i32 {
             return EXIT_SETUP;
         }
     };
+    let target = RunTarget {
+        store: args.store.clone(),
+        subnet: args.subnet.clone(),
+        cluster: args.cluster.clone(),
+        plain: args.plain,
+    };
     if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
         eprintln!("tidewater: cannot install signal handlers: {e}");
         return EXIT_HARNESS;
     }
     let Some(runtime) = new_runtime() else {
         return EXIT_HARNESS;
-    };
-    let target = RunTarget {
-        store: args.store.clone(),
-        subnet: args.subnet.clone(),
-        cluster: args.cluster.clone(),
-        plain: args.plain,
     };
     execute_run(config, &target, &runtime).0
 }
@@ -423,6 +419,24 @@ impl RunTarget {
     }
 }
 
+/// Checks a run's `--set` with the broker's own schema before anything starts. With a
+/// cluster file and no local `tidewater-broker` to ask, says so and leaves the check to the
+/// hosts' brokers.
+fn check_sets(config: &RunConfig, target: &RunTarget) -> Result<(), String> {
+    if config.sets.is_empty() {
+        return Ok(());
+    }
+    let binary = match crate::cluster::local::find_broker_binary() {
+        Ok(binary) => binary,
+        Err(e) if target.cluster.is_some() => {
+            eprintln!("tidewater: --set not checked before the run ({e}); the hosts' brokers will");
+            return Ok(());
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    crate::broker_config::check_sets(&binary, &config.sets).map(|_| ())
+}
+
 /// Runs one test from its config: resolves and prints the fault schedule, creates the run
 /// directory, runs every phase and prints the summary whose last lines are the report path
 /// and the verdict. Returns the exit code and the run directory (if one was created).
@@ -441,6 +455,13 @@ fn execute_run(
                 return (EXIT_SETUP, None);
             }
         }
+    }
+    if let Err(e) = check_sets(&config, target) {
+        eprintln!("tidewater: {e}");
+        return (EXIT_SETUP, None);
+    }
+    if let Some(warning) = runner::faults::schedule_warning(&config) {
+        eprintln!("tidewater: warning: {warning}");
     }
     let run_dir = match store::create_run_dir(&target.store, &config.name, SystemTime::now()) {
         Ok(d) => d,
@@ -530,18 +551,24 @@ fn matrix_command(args: &MatrixArgs) -> i32 {
             }
         }
     }
+    let target = RunTarget {
+        store: args.store.clone(),
+        subnet: args.subnet.clone(),
+        cluster: args.cluster.clone(),
+        plain: args.plain,
+    };
+    for (label, config) in &configs {
+        if let Err(e) = check_sets(config, &target) {
+            eprintln!("tidewater: matrix cell {label}: {e}");
+            return EXIT_SETUP;
+        }
+    }
     if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
         eprintln!("tidewater: cannot install signal handlers: {e}");
         return EXIT_HARNESS;
     }
     let Some(runtime) = new_runtime() else {
         return EXIT_HARNESS;
-    };
-    let target = RunTarget {
-        store: args.store.clone(),
-        subnet: args.subnet.clone(),
-        cluster: args.cluster.clone(),
-        plain: args.plain,
     };
     let out_dir = args.store.join(store::sanitize_name(&file.name));
     let result = crate::matrix::run_matrix(&file, &out_dir, |cell, repetition| {
@@ -619,9 +646,15 @@ pub fn describe(config: &RunConfig, run_dir: &RunDir, target_flags: &str) -> Vec
     lines
 }
 
+/// Prints the anomalies, then the headline figures: what was lost, the verdict (a fact) and
+/// the promise (a judgement of the settings).
 fn print_results(results: &CheckResults) {
     for (name, a) in &results.anomalies {
-        let kind = if a.violation { "VIOLATION" } else { "reported" };
+        let kind = match (a.breaks_promise, a.invalidates) {
+            (true, _) => "BREAKS THE PROMISE",
+            (false, true) => "allowed by these settings",
+            (false, false) => "reported",
+        };
         println!("anomaly {name}: {} ({kind}) {}", a.count, a.note);
         for e in a.examples.iter().take(3) {
             println!("  e.g. {e}");
@@ -630,12 +663,12 @@ fn print_results(results: &CheckResults) {
     if results.anomalies.is_empty() {
         println!("no anomalies");
     }
-    if let Some(m) = results.stats.get("acked_missing_from_final_reads") {
-        println!(
-            "acknowledged writes missing from the final reads: {} of {} ({} unconfirmed)",
-            m["missing"], m["acked"], m["unconfirmed"]
-        );
-    }
+    println!("{}", results.headline());
+    println!(
+        "promise: {} ({})",
+        results.promise.as_str(),
+        results.promise_reason
+    );
 }
 
 fn check_command(args: CheckArgs) -> i32 {
@@ -656,8 +689,18 @@ fn check_command(args: CheckArgs) -> i32 {
             };
             // Without final-reads.json we cannot tell whether the reads completed: say not.
             let final_reads = FinalReads::load(&dir).unwrap_or_default();
-            if let Ok(config) = RunConfig::load(&dir.config()) {
-                // A stored run: judge it exactly as the run itself did.
+            if dir.config().exists() {
+                // A stored run: judge it exactly as the run itself did, or not at all.
+                let config = match RunConfig::load(&dir.config()) {
+                    Ok(config) => config,
+                    Err(e) => {
+                        eprintln!(
+                            "tidewater: {} cannot be read, so the run's settings are unknown: {e}",
+                            dir.config().display()
+                        );
+                        return EXIT_SETUP;
+                    }
+                };
                 return match runner::check_run(&config, &dir, &final_reads) {
                     Ok(results) => finish_check(&results, Some(&dir)),
                     Err(e) => {

@@ -134,11 +134,7 @@ pub fn brokers_in(path: &Path) -> Result<usize> {
 /// it at teardown by the runner.
 pub fn cluster_factory(path: PathBuf) -> ClusterFactory {
     Box::new(move |config: &RunConfig, _run_dir: &RunDir| {
-        let settings = config
-            .sets
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let settings = config.broker_settings().into_iter().collect();
         let cluster = open_cluster_file(&path, settings, Some(config.nodes))
             .map_err(|e| format!("cluster file {}: {e}", path.display()))?;
         Ok(Arc::new(cluster) as Arc<dyn Cluster>)

@@ -2,6 +2,8 @@
 //! faults, records a history, checks it and stores everything about the run.
 //!
 //! # Layout
+//! - `broker_config`: the broker's configuration schema, asked (`tidewater-broker
+//!   --check-config`) so a run's `--set` is refused before anything starts.
 //! - `cli`: the `tidewater` command line (clap) and what each subcommand does.
 //! - `runner`: the phases of a run (setup, main, heal, recovery, final reads, teardown, check).
 //! - `recorder`: the history writer, appending `history.jsonl` as ops happen.
@@ -19,6 +21,7 @@
 //! - `nemesis`: fault injection: targets, fault plans (`harness/plans/`), the seeded random
 //!   schedule, and the executor that records each fault as a history op.
 
+pub mod broker_config;
 pub mod clean;
 pub mod cli;
 pub mod cluster;

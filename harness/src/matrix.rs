@@ -535,7 +535,7 @@ mod tests {
         std::fs::create_dir_all(dir).unwrap();
         let results = serde_json::json!({
             "valid": lost == 0,
-            "anomalies": {"lost-write": {"count": lost, "examples": [], "violation": lost > 0}}
+            "anomalies": {"lost-write": {"count": lost, "examples": [], "invalidates": lost > 0, "breaks_promise": lost > 0}}
         });
         std::fs::write(dir.join("results.json"), results.to_string()).unwrap();
         std::fs::write(

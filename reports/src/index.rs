@@ -179,7 +179,7 @@ fn anomaly_counts(run: &RunSummary) -> String {
         .iter()
         .filter(|(_, a)| a.count > 0)
         .map(|(name, a)| {
-            if a.violation {
+            if a.breaks_promise {
                 format!(
                     "<strong class=\"nowrap\" style=\"color:#c62828\">{} {}</strong>",
                     esc(name),

@@ -136,7 +136,7 @@ fn referenced_indexes(results: Option<&CheckResults>) -> BTreeSet<u64> {
 /// Violations first, then the allowed anomalies; each group by name.
 fn ordered_anomalies(results: &CheckResults) -> Vec<(&String, &Anomaly)> {
     let mut list: Vec<_> = results.anomalies.iter().collect();
-    list.sort_by_key(|(name, a)| (!a.violation, name.as_str()));
+    list.sort_by_key(|(name, a)| (!a.breaks_promise, name.as_str()));
     list
 }
 
@@ -155,7 +155,7 @@ fn verdict_section(ctx: &Ctx) -> String {
                 .into_iter()
                 .filter(|(_, a)| a.count > 0)
                 .map(|(name, a)| {
-                    let tag = if a.violation { "violation" } else { "allowed" };
+                    let tag = if a.breaks_promise { "violation" } else { "allowed" };
                     format!(
                         "<a href=\"#anomaly-{0}\">{0}</a> ({1}, <span class=\"tag {tag}\">{tag}</span>)",
                         esc(name),
@@ -347,7 +347,7 @@ fn anomalies_section(results: Option<&CheckResults>) -> String {
     for (name, a) in ordered_anomalies(results) {
         // The checker marks an anomaly as a violation when the settings forbid it; only an
         // anomaly that occurred is worth the red tag.
-        let tag = match (a.count, a.violation) {
+        let tag = match (a.count, a.breaks_promise) {
             (0, _) => "<span class=\"muted\">none found</span>",
             (_, true) => "<span class=\"tag violation\">violation</span>",
             (_, false) => "<span class=\"tag allowed\">allowed by the settings</span>",

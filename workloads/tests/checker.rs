@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use tidewater_workloads::checker::{check, check_reader, Acks, CheckSettings};
 use tidewater_workloads::history::{Op, OpType, Process};
-use tidewater_workloads::results::{CheckResults, Validity};
+use tidewater_workloads::results::{CheckResults, Promise, Validity};
 
 /// Builds a history op by op; indexes and times are assigned in order.
 #[derive(Default)]
@@ -153,7 +153,7 @@ fn lost_write_names_value_offset_ack_and_proving_read() {
     assert_eq!(r.valid, Validity::Invalid);
     let lost = &r.anomalies["lost-write"];
     assert_eq!(lost.count, 1);
-    assert!(lost.violation);
+    assert!(lost.breaks_promise);
     let ex = &lost.examples[0];
     assert_eq!(ex["value"], 11);
     assert_eq!(ex["offset"], 1);
@@ -176,7 +176,7 @@ fn lost_write_with_acks_1_is_reported_but_expected() {
     };
     let r = h.check_with(settings);
     let lost = &r.anomalies["lost-write"];
-    assert_eq!((lost.count, lost.violation), (1, false));
+    assert_eq!((lost.count, lost.breaks_promise), (1, false));
     assert!(
         lost.note.contains("acks=1 may lose acknowledged writes"),
         "{}",
@@ -184,8 +184,12 @@ fn lost_write_with_acks_1_is_reported_but_expected() {
     );
     assert_eq!(lost.examples[0]["acks"], "1");
     assert_eq!(r.stats["lost_writes_by_acks"]["1"], 1);
-    // The skip inside the final read is equally expected with acks=1.
-    assert_eq!(r.valid, Validity::Valid, "{:?}", r.anomalies);
+    assert_eq!(r.stats["lost_acknowledged"]["total"], 1);
+    // A write is gone: the history is invalid whatever the settings. acks=1 allows it (and
+    // the skip inside the final read), so the promise is kept.
+    assert_eq!(r.valid, Validity::Invalid, "{:?}", r.anomalies);
+    assert_eq!(r.promise, Promise::Kept, "{}", r.promise_reason);
+    assert!(r.promise_reason.contains("acks=1"), "{}", r.promise_reason);
 }
 
 #[test]
@@ -197,7 +201,7 @@ fn lost_write_with_unclean_election_is_expected() {
         ..Default::default()
     };
     let lost = &h.check_with(settings).anomalies["lost-write"];
-    assert!(!lost.violation && lost.note.contains("unclean.leader.election.enable=true"));
+    assert!(!lost.breaks_promise && lost.note.contains("unclean.leader.election.enable=true"));
 }
 
 #[test]
@@ -215,7 +219,7 @@ fn a_write_beyond_every_read_is_unseen_not_lost() {
     assert_eq!(unseen.examples[0]["value"], 14);
     assert_eq!(unseen.examples[0]["offset"], 4);
     // The final reads covered the log, so the write is gone: a violation.
-    assert!(unseen.violation, "{}", unseen.note);
+    assert!(unseen.breaks_promise, "{}", unseen.note);
     assert_eq!(r.stats["unseen_final"], 1);
 }
 
@@ -230,7 +234,7 @@ fn unseen_without_final_reads_is_unknown_not_invalid() {
     });
     let unseen = &r.anomalies["unseen"];
     assert_eq!(unseen.count, 2);
-    assert!(!unseen.violation);
+    assert!(!unseen.breaks_promise);
     let values: Vec<&Value> = unseen.examples.iter().map(|e| &e["value"]).collect();
     assert_eq!(values, [&json!(13), &json!(14)]);
     assert_eq!(r.valid, Validity::Unknown);
@@ -310,7 +314,7 @@ fn duplicates_with_inconsistent_offsets() {
     assert_eq!(inc.count, 1);
     assert_eq!(inc.examples[0]["offset"], 3);
     assert_eq!(inc.examples[0]["values"], json!([13, 11]));
-    assert!(dup.violation && inc.violation);
+    assert!(dup.breaks_promise && inc.breaks_promise);
     // 13 was read by the final read, so it is not lost despite the conflict.
     assert!(!r.anomalies.contains_key("lost-write"));
 }
@@ -385,7 +389,7 @@ fn poll_skip_across_polls_of_one_process() {
     let r = h.check();
     assert_eq!(names(&r), ["poll-skip"]);
     let s = &r.anomalies["poll-skip"];
-    assert!(s.violation);
+    assert!(s.breaks_promise);
     assert_eq!(s.examples[0]["offsets"], json!([1, 3]));
     assert_eq!(s.examples[0]["skipped"], json!([[2, 12]]));
     assert_eq!(s.examples[0]["ops"], json!([first, second]));
@@ -432,7 +436,7 @@ fn nonmonotonic_poll_goes_back() {
     assert_eq!(n.count, 1);
     assert_eq!(n.examples[0]["offsets"], json!([2, 1]));
     assert_eq!(n.examples[0]["value"], 11);
-    assert!(n.violation);
+    assert!(n.breaks_promise);
 }
 
 #[test]
@@ -444,7 +448,7 @@ fn poll_anomalies_under_subscribe_are_reported_but_not_violations() {
     h.final_read(&ALL5, 5);
     let r = h.check();
     let n = &r.anomalies["nonmonotonic-poll"];
-    assert_eq!((n.count, n.violation), (1, false));
+    assert_eq!((n.count, n.breaks_promise), (1, false));
     assert_eq!(n.examples[0]["subscribe"], true);
     assert_eq!(r.valid, Validity::Valid);
 }
@@ -528,13 +532,13 @@ fn int_send_skip_is_a_violation_only_for_atomic_batches() {
         (&s.examples[0]["offsets"], &s.examples[0]["skipped"]),
         (&json!([0, 2]), &json!([[1, 11]]))
     );
-    assert!(!s.violation);
+    assert!(!s.breaks_promise);
     assert_eq!(r.valid, Validity::Valid);
     let atomic = h.check_with(CheckSettings {
         atomic_send_batches: true,
         ..Default::default()
     });
-    assert!(atomic.anomalies["int-send-skip"].violation);
+    assert!(atomic.anomalies["int-send-skip"].breaks_promise);
     assert_eq!(atomic.valid, Validity::Invalid);
 }
 
@@ -580,7 +584,7 @@ fn hw_regression_visibility_only() {
     );
     assert_eq!(reg.examples[0]["class"], "visibility-only");
     assert_eq!(reg.examples[0]["high_watermarks"], json!([5, 3]));
-    assert!(!reg.violation, "no record was lost");
+    assert!(!reg.breaks_promise, "no record was lost");
     assert!(reg.note.contains("visibility-only (1)"), "{}", reg.note);
     assert_eq!(r.stats["hw_regressions"]["visibility-only"], 1);
     assert_eq!(r.valid, Validity::Valid);
@@ -598,7 +602,7 @@ fn hw_regression_with_data_loss() {
     let h = regression(3, &ALL5[..3], 3);
     let r = h.check();
     let reg = &r.anomalies["hw-regression"];
-    assert!(reg.violation);
+    assert!(reg.breaks_promise);
     assert_eq!(r.valid, Validity::Invalid);
     assert_eq!(reg.examples[0]["class"], "data-loss");
     assert_eq!(reg.examples[0]["final_hw"], 3);
@@ -607,13 +611,13 @@ fn hw_regression_with_data_loss() {
         unclean_leader_election_enable: true,
         ..Default::default()
     });
-    assert!(!unclean.anomalies["hw-regression"].violation);
+    assert!(!unclean.anomalies["hw-regression"].breaks_promise);
     // serve_lagging_hw excuses only visibility, not loss.
     let lagging = h.check_with(CheckSettings {
         serve_lagging_hw: true,
         ..Default::default()
     });
-    assert!(lagging.anomalies["hw-regression"].violation);
+    assert!(lagging.anomalies["hw-regression"].breaks_promise);
 }
 
 #[test]
@@ -684,7 +688,10 @@ fn records_below_the_log_start_offset_are_neither_skipped_nor_lost() {
     h.ops.last_mut().unwrap().log_start_offsets = Some(BTreeMap::from([(K.to_string(), 3)]));
     let r = h.check();
     assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
-    assert_eq!(r.stats["retention_excluded"], 1);
+    // Offsets 0 and 1 (read before the deletion) and 2 (never read) lie below the final log
+    // start: their absence proves nothing.
+    assert_eq!(r.stats["retention_excluded"], 3);
+    assert_eq!(r.stats["lost_acknowledged"]["total"], 0);
     assert_eq!(r.valid, Validity::Valid);
 }
 
@@ -704,7 +711,7 @@ fn group_split_ownership_is_two_owners_in_one_generation() {
     assert_eq!(s.count, 1);
     assert_eq!(s.examples[0]["processes"], json!([2, 3]));
     assert_eq!(s.examples[0]["generation"], 1);
-    assert!(s.violation);
+    assert!(s.breaks_promise);
     assert_eq!(r.stats["groups"], 2);
 }
 
@@ -725,7 +732,7 @@ fn commit_regression_is_a_later_commit_going_back() {
     assert_eq!(c.count, 1);
     assert_eq!(c.examples[0]["offsets"], json!([3, 1]));
     assert_eq!(c.examples[0]["group"], "g0");
-    assert!(c.violation);
+    assert!(c.breaks_promise);
 }
 
 #[test]
@@ -750,7 +757,7 @@ fn group_undelivered_is_committed_past_but_never_polled_by_the_group() {
         (&json!(12), &json!(2))
     );
     assert_eq!(u.examples[0]["committed"], 5);
-    assert!(u.violation);
+    assert!(u.breaks_promise);
 }
 
 #[test]
@@ -792,7 +799,7 @@ fn a_write_read_once_then_gone_from_the_final_reads_is_lost() {
         .collect();
     assert_eq!(gone, vec![(13, 3, true), (14, 4, true)]);
     assert!(
-        !lost.violation,
+        !lost.breaks_promise,
         "expected under acks=1 with unclean election"
     );
     assert!(r.anomalies.contains_key("inconsistent-offsets"));
@@ -859,4 +866,293 @@ fn rebalances_are_counted_by_outcome_with_their_durations() {
     // at line 15.
     assert_eq!(s["series"], json!([[2200, 200], [3000, 600]]));
     assert_eq!(r.stats["redeliveries"]["redeliveries"], 0);
+}
+
+// ---- Truncation shapes: every acknowledged write that is gone is counted exactly once. ----
+
+/// Every record of `five_records` read by process 2, with high watermark 5.
+fn five_records_read() -> H {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll_with(2, &ALL5, Some(5), false);
+    h
+}
+
+fn lost_values(r: &CheckResults) -> Vec<i64> {
+    let mut v: Vec<i64> = ["lost-write", "unseen"]
+        .iter()
+        .filter_map(|n| r.anomalies.get(*n))
+        .flat_map(|a| a.examples.iter().map(|e| e["value"].as_i64().unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_tail_cut_below_records_consumers_read_is_lost_above_the_final_high_watermark() {
+    let mut h = five_records_read();
+    // The log's tail was cut: the final reads end at offset 2, high watermark 3.
+    h.final_read(&ALL5[..3], 3);
+    let r = h.check();
+    assert_eq!(lost_values(&r), vec![13, 14]);
+    let lost = &r.anomalies["lost-write"];
+    let e = &lost.examples[0];
+    assert_eq!(
+        (e["value"].as_i64(), e["offset"].as_u64()),
+        (Some(13), Some(3))
+    );
+    assert_eq!(e["read_before_loss"], true);
+    assert_eq!(e["beyond_final_end"], true);
+    assert_eq!(e["final_high_watermark"], 3);
+    assert_eq!(r.stats["lost_acknowledged"]["total"], 2);
+    assert_eq!(r.stats["lost_acknowledged"]["by_key"][K], 2);
+    // The consumer saw high watermark 5, the final reads 3: a regression that lost data,
+    // naming the offsets lost.
+    let reg = &r.anomalies["hw-regression"].examples[0];
+    assert_eq!(reg["class"], "data-loss");
+    assert_eq!(reg["lost_offsets"], json!([3, 4]));
+    assert_eq!((r.valid, r.promise), (Validity::Invalid, Promise::Broken));
+    assert!(
+        r.headline()
+            .starts_with("DATA LOST: 2 of 5 acknowledged writes"),
+        "{}",
+        r.headline()
+    );
+}
+
+#[test]
+fn near_miss_a_tail_the_final_reads_still_hold_is_not_lost() {
+    let mut h = five_records_read();
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert_eq!(r.lost_acknowledged(), 0);
+    assert_eq!((r.valid, r.promise), (Validity::Valid, Promise::Kept));
+}
+
+#[test]
+fn an_unclean_rewrite_loses_the_records_it_replaced_and_names_what_stands_there_now() {
+    let mut h = five_records_read();
+    // An out-of-sync replica became leader at log end 3; offsets 3 and 4 are written again.
+    h.send_ok(0, K, 3, 20).send_ok(1, K, 4, 21);
+    h.final_read(&[(0, 10), (1, 11), (2, 12), (3, 20), (4, 21)], 5);
+    let unclean = CheckSettings {
+        acks: Acks::One,
+        unclean_leader_election_enable: true,
+        ..Default::default()
+    };
+    let r = h.check_with(unclean);
+    assert_eq!(lost_values(&r), vec![13, 14]);
+    let e = &r.anomalies["lost-write"].examples[0];
+    assert_eq!(
+        (e["offset"].as_u64(), e["now_at_offset"].as_i64()),
+        (Some(3), Some(20))
+    );
+    assert_eq!(e["beyond_final_end"], false);
+    assert_eq!(r.anomalies["inconsistent-offsets"].count, 2);
+    assert_eq!(r.lost_acknowledged(), 2);
+    // A fact: data was lost. The settings allow it: the promise is kept, and says why.
+    assert_eq!((r.valid, r.promise), (Validity::Invalid, Promise::Kept));
+    assert!(
+        r.promise_reason
+            .contains("unclean.leader.election.enable=true"),
+        "{}",
+        r.promise_reason
+    );
+    assert!(!r.anomalies["lost-write"].breaks_promise && r.anomalies["lost-write"].invalidates);
+}
+
+#[test]
+fn near_miss_a_rewrite_of_records_never_acknowledged_loses_nothing() {
+    let mut h = five_records();
+    h.send_ended(0, K, 15, OpType::Info)
+        .send_ended(1, K, 16, OpType::Info);
+    // 15 and 16 may have been written at 5 and 6 and replaced; nobody read them.
+    h.send_ok(0, K, 5, 20).send_ok(1, K, 6, 21);
+    h.final_read(
+        &[
+            (0, 10),
+            (1, 11),
+            (2, 12),
+            (3, 13),
+            (4, 14),
+            (5, 20),
+            (6, 21),
+        ],
+        7,
+    );
+    let r = h.check();
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert_eq!((r.valid, r.lost_acknowledged()), (Validity::Valid, 0));
+}
+
+#[test]
+fn a_divergent_suffix_loses_the_deposed_leaders_acknowledged_records() {
+    // The deposed leader acknowledged 13 at 3 and 14 at 4 (acks=1) while the new leader,
+    // which never had them, acknowledged 23 at 3. Nobody read 13 or 14.
+    let mut h = five_records();
+    h.ops.truncate(h.ops.len() - 4);
+    h.send_ok(0, K, 3, 13)
+        .send_ok(1, K, 3, 23)
+        .send_ok(0, K, 4, 14);
+    h.assign(2, &[K], "assign");
+    h.poll(2, &[(0, 10), (1, 11), (2, 12), (3, 23)]);
+    h.final_read(&[(0, 10), (1, 11), (2, 12), (3, 23)], 4);
+    let acks1 = CheckSettings {
+        acks: Acks::One,
+        ..Default::default()
+    };
+    let r = h.check_with(acks1.clone());
+    // 13: at an offset reads reached, never read: lost-write. 14: above the final end, never
+    // read; the complete final reads prove it gone: unseen, and counted as lost.
+    assert_eq!(r.anomalies["lost-write"].examples[0]["value"], 13);
+    assert_eq!(r.anomalies["unseen"].examples[0]["value"], 14);
+    assert_eq!(r.lost_acknowledged(), 2);
+    assert_eq!((r.valid, r.promise), (Validity::Invalid, Promise::Kept));
+    // Near miss: without complete final reads only the provable loss counts, and the
+    // unseen write may only be delayed.
+    let partial = h.check_with(CheckSettings {
+        final_reads_completed: false,
+        ..acks1
+    });
+    assert_eq!(partial.lost_acknowledged(), 1);
+    assert!(!partial.anomalies["unseen"].invalidates);
+    assert_eq!(
+        partial.valid,
+        Validity::Invalid,
+        "the provable loss still decides"
+    );
+}
+
+// ---- Runs that tested nothing are unknown, never valid. ----
+
+#[test]
+fn a_run_without_an_acknowledged_write_is_unknown() {
+    let mut h = H::default();
+    h.send_ended(0, K, 10, OpType::Fail)
+        .send_ended(1, K, 11, OpType::Fail);
+    h.final_read(&[], 0);
+    let r = h.check();
+    assert!(r.anomalies.is_empty());
+    assert_eq!((r.valid, r.promise), (Validity::Unknown, Promise::Unknown));
+    assert!(
+        r.promise_reason.contains("no send was acknowledged"),
+        "{}",
+        r.promise_reason
+    );
+    // Near miss: one acknowledged write is enough.
+    h.ops.clear();
+    h.send_ended(0, K, 10, OpType::Fail).send_ok(1, K, 0, 11);
+    h.final_read(&[(0, 11)], 1);
+    assert_eq!(h.check().valid, Validity::Valid);
+}
+
+#[test]
+fn a_partition_below_the_floor_of_acknowledged_writes_is_unknown() {
+    let mut h = five_records();
+    h.send_ended(0, "t0/1", 20, OpType::Info);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert_eq!(r.valid, Validity::Unknown);
+    let reasons = r.stats["unknown_reasons"].to_string();
+    assert!(reasons.contains("t0/1 (0)"), "{reasons}");
+    // Near miss: a floor of zero accepts it.
+    let r = h.check_with(CheckSettings {
+        min_acked_per_key: 0,
+        ..Default::default()
+    });
+    assert_eq!(r.valid, Validity::Valid, "{:?}", r.stats["unknown_reasons"]);
+}
+
+fn nemesis(h: &mut H, f: &str, value: Value, error: Option<&str>) {
+    let index = h.ops.len() as u64;
+    h.ops.push(Op {
+        index,
+        time: index * 200_000_000,
+        process: Process::Nemesis,
+        kind: OpType::Info,
+        f: f.into(),
+        value,
+        node: None,
+        high_watermarks: None,
+        log_start_offsets: None,
+        error: error.map(String::from),
+        r#final: false,
+    });
+}
+
+#[test]
+fn a_run_that_injected_none_of_the_requested_faults_is_unknown() {
+    let faults = CheckSettings {
+        faults_requested: vec!["kill".into(), "partition".into()],
+        ..Default::default()
+    };
+    let mut h = five_records();
+    // A fault that failed everywhere was not injected.
+    nemesis(
+        &mut h,
+        "start-kill",
+        json!(["n1"]),
+        Some("n1: no such process"),
+    );
+    h.final_read(&ALL5, 5);
+    let r = h.check_with(faults.clone());
+    assert_eq!(r.valid, Validity::Unknown);
+    assert!(
+        r.promise_reason
+            .contains("none of the requested faults (kill, partition)"),
+        "{}",
+        r.promise_reason
+    );
+    assert_eq!(r.stats["faults"]["failed"], 1);
+    // Near miss: one partition was injected.
+    let mut h = five_records();
+    nemesis(&mut h, "start-partition", json!({"n1": ["n2"]}), None);
+    nemesis(&mut h, "stop-partition", Value::Null, None);
+    h.final_read(&ALL5, 5);
+    let r = h.check_with(faults);
+    assert_eq!(r.valid, Validity::Valid, "{:?}", r.stats["unknown_reasons"]);
+    assert_eq!(r.stats["faults"]["injected"]["partition"], 1);
+    let windows = r.stats["fault_windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 1);
+    assert_eq!(windows[0]["nodes"], json!(["n1", "n2"]));
+}
+
+#[test]
+fn a_history_prefix_without_final_reads_is_unknown_not_invalid() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5[..2]);
+    // The default settings say the final reads completed, but the history has none.
+    let r = h.check();
+    assert_eq!(r.valid, Validity::Unknown, "{:?}", r.anomalies);
+    assert!(!r.anomalies["unseen"].invalidates && !r.anomalies["unseen"].breaks_promise);
+    assert_eq!(r.lost_acknowledged(), 0);
+    assert!(
+        r.promise_reason.contains("no ok final read"),
+        "{}",
+        r.promise_reason
+    );
+}
+
+#[test]
+fn a_consumer_reset_after_a_loss_is_explained_by_the_loss() {
+    let mut h = five_records_read();
+    // The tail was cut to 3; the consumer, at offset 4, is answered OFFSET_OUT_OF_RANGE and
+    // restarts from the log start.
+    h.poll_with(2, &ALL5[..3], Some(3), false);
+    h.final_read(&ALL5[..3], 3);
+    let r = h.check();
+    let e = &r.anomalies["nonmonotonic-poll"].examples[0];
+    assert_eq!(e["after_loss"], true, "{e}");
+    assert!(e["explanation"]
+        .as_str()
+        .unwrap()
+        .contains("OFFSET_OUT_OF_RANGE"));
+    // Near miss: a reset while nothing was lost is not explained away.
+    let mut h = five_records_read();
+    h.poll_with(2, &ALL5[..3], Some(5), false);
+    h.final_read(&ALL5, 5);
+    let e = &h.check().anomalies["nonmonotonic-poll"].examples[0];
+    assert!(e.get("after_loss").is_none(), "{e}");
 }

@@ -354,6 +354,11 @@ impl Nemesis {
     }
 }
 
+/// The fault an action starts, as the history names it (the `X` of `start-X`), if any.
+pub fn fault_kind(action: Action) -> Option<&'static str> {
+    op_name(action).strip_prefix("start-")
+}
+
 /// The history `f` of an action's (first) operation.
 fn op_name(action: Action) -> &'static str {
     match action {

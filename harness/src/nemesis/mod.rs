@@ -20,7 +20,7 @@ pub mod schedule;
 pub mod target;
 pub mod view;
 
-pub use executor::Nemesis;
+pub use executor::{fault_kind, Nemesis};
 pub use plan::{Action, FaultPlan, PartitionKind, Step};
 pub use schedule::{random_plan, Fault};
 pub use target::Target;

@@ -7,19 +7,28 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use tidewater_workloads::group::GroupSettings;
 
-/// Topic-level settings (Kafka's topic config names): passed in the topic's `configs` as
-/// well as to every broker, so they apply whichever level the broker reads.
+/// Topic-level settings (the broker's topic config names, Kafka's): passed in the test
+/// topic's `configs`, and to every broker as well unless listed in [`TOPIC_ONLY_SETTINGS`].
+/// A test (`broker_config`) holds both lists to the broker's own schema.
 pub const TOPIC_SETTINGS: &[&str] = &[
     "min.insync.replicas",
     "unclean.leader.election.enable",
+    "flush.messages",
     "retention.ms",
     "retention.bytes",
     "segment.bytes",
-    "segment.ms",
-    "flush.messages",
-    "flush.ms",
     "max.message.bytes",
-    "cleanup.policy",
+    "index.interval.bytes",
+];
+
+/// Topic-level settings that are not broker settings (the broker names them `log.*` or
+/// `message.max.bytes`): never passed to brokers, which would refuse to start.
+pub const TOPIC_ONLY_SETTINGS: &[&str] = &[
+    "retention.ms",
+    "retention.bytes",
+    "segment.bytes",
+    "max.message.bytes",
+    "index.interval.bytes",
 ];
 
 /// The settings of one run.
@@ -92,6 +101,15 @@ impl RunConfig {
         self.sets
             .iter()
             .filter(|(k, _)| TOPIC_SETTINGS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The `--set` entries every broker starts with: all but the topic-only ones.
+    pub fn broker_settings(&self) -> BTreeMap<String, String> {
+        self.sets
+            .iter()
+            .filter(|(k, _)| !TOPIC_ONLY_SETTINGS.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }

@@ -69,6 +69,51 @@ pub fn resolve_schedule(config: &RunConfig) -> Result<Value, String> {
     serde_json::to_value(&plan).map_err(|e| format!("fault plan: {e}"))
 }
 
+/// The fault kinds (`kill`, `pause`, `partition`: the `X` of the history's `start-X`) a run
+/// asks for: those its resolved schedule starts, and for a random schedule the kinds named
+/// by `--nemesis` even when none fitted in the time limit. The checker calls a run that
+/// injected none of them untested (`unknown`).
+pub fn requested_faults(config: &RunConfig) -> Vec<String> {
+    let mut kinds = scheduled_faults(config);
+    if config.plan.is_none() {
+        kinds.extend(config.nemesis.iter().cloned());
+    }
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// The fault kinds the resolved schedule of a run starts.
+fn scheduled_faults(config: &RunConfig) -> Vec<String> {
+    let Ok(plan) = serde_json::from_value::<FaultPlan>(config.schedule.clone()) else {
+        return Vec::new();
+    };
+    let mut kinds: Vec<String> = plan
+        .step
+        .iter()
+        .filter_map(|step| nemesis::fault_kind(step.action))
+        .map(String::from)
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// A warning for a random schedule that asks for faults but fits none into the time limit:
+/// such a run tests nothing under faults and will be `unknown`.
+pub fn schedule_warning(config: &RunConfig) -> Option<String> {
+    if config.plan.is_some() || config.nemesis.is_empty() || !scheduled_faults(config).is_empty() {
+        return None;
+    }
+    Some(format!(
+        "--time-limit {} leaves no room for a fault of the random schedule (--nemesis {} \
+         --nemesis-interval {}): no fault will be injected and the verdict will be unknown",
+        config.time_limit_s,
+        config.nemesis.join(","),
+        config.nemesis_interval_s
+    ))
+}
+
 /// The stored plan of a run.
 pub fn stored_plan(config: &RunConfig) -> Result<FaultPlan, String> {
     let plan: FaultPlan = serde_json::from_value(config.schedule.clone())

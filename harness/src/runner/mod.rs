@@ -8,14 +8,12 @@
 //! - `workload`: worker tasks running the queue or the group workload under a rate limit.
 //! - `sampler`: `samples.jsonl`, each broker's partition status every 500 ms.
 //! - `final_reads`: reading every partition from its log start after recovery.
-//! - `missing`: acknowledged writes missing from the final reads (a figure in the results).
 //! - `faults`: the bridge to the nemesis (schedule, running it, the final heal step).
 //! - this file: [`run`], which sequences the phases and never leaves a cluster behind.
 
 pub mod config;
 pub mod faults;
 pub mod final_reads;
-pub mod missing;
 pub mod sampler;
 pub mod workload;
 
@@ -496,7 +494,7 @@ async fn wait_for_recovery(client: &BrokerClient, keys: &[String], limit: Durati
 }
 
 /// The checkers' settings for a run: its acks and Kafka-style settings, its replication
-/// factor, and whether the final reads completed.
+/// factor, the faults it asked for, and whether the final reads completed.
 pub fn check_settings(
     config: &RunConfig,
     final_reads_completed: bool,
@@ -507,6 +505,7 @@ pub fn check_settings(
         .or_insert_with(|| config.replication_factor.to_string());
     let mut settings = CheckSettings::from_kafka_configs(&config.acks, &configs)?;
     settings.final_reads_completed = final_reads_completed;
+    settings.faults_requested = faults::requested_faults(config);
     Ok(settings)
 }
 
@@ -519,23 +518,11 @@ pub fn check_run(
     let settings = check_settings(config, final_reads.completed).map_err(RunError::Harness)?;
     let mut results =
         checker::check_file(run_dir.history(), &settings).map_err(harness_err("history.jsonl"))?;
-    let file = std::fs::File::open(run_dir.history()).map_err(harness_err("history.jsonl"))?;
-    let missing = missing::acked_missing_from_final_reads(
-        std::io::BufReader::with_capacity(1 << 20, file),
-        |key| {
-            final_reads
-                .by_key
-                .get(key)
-                .is_some_and(KeyCoverage::complete)
-        },
-    )
-    .map_err(harness_err("history.jsonl"))?;
     if let Some(stats) = results.stats.as_object_mut() {
         stats.insert(
             "final_reads".into(),
             serde_json::to_value(final_reads).expect("serializes"),
         );
-        stats.insert("acked_missing_from_final_reads".into(), missing.to_json());
     }
     Ok(results)
 }

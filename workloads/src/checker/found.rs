@@ -45,23 +45,40 @@ impl Findings {
         }
     }
 
-    /// Converts to the results' shape; `judge` gives each anomaly's violation and note.
+    /// Converts to the results' shape; `judge` gives each anomaly's verdicts and note.
     pub fn into_anomalies(
         self,
-        mut judge: impl FnMut(&'static str, &Found) -> (bool, String),
+        mut judge: impl FnMut(&'static str, &Found) -> Verdicts,
     ) -> BTreeMap<String, Anomaly> {
         self.by_name
             .into_iter()
             .map(|(name, found)| {
-                let (violation, note) = judge(name, &found);
+                let v = judge(name, &found);
                 let anomaly = Anomaly {
                     count: found.count,
                     examples: found.examples,
-                    violation,
-                    note,
+                    invalidates: v.invalidates,
+                    breaks_promise: v.breaks_promise,
+                    note: v.note,
                 };
                 (name.to_string(), anomaly)
             })
             .collect()
     }
+
+    /// The examples collected so far of `name`, to annotate before they become results.
+    pub fn examples_mut(&mut self, name: &str) -> Option<&mut Vec<Value>> {
+        self.by_name.get_mut(name).map(|f| &mut f.examples)
+    }
+}
+
+/// What one anomaly means for the run.
+#[derive(Debug, Clone, Default)]
+pub struct Verdicts {
+    /// It makes the history invalid (a fact, whatever the settings).
+    pub invalidates: bool,
+    /// The run's settings forbid it.
+    pub breaks_promise: bool,
+    /// Why it does or does not break the promise.
+    pub note: String,
 }

@@ -1,7 +1,7 @@
 //! The checkers: from a history (and the run's settings) to a verdict with anomalies.
 //!
 //! # Layout
-//! - `settings`: [`CheckSettings`] and the policy deciding which anomalies are violations.
+//! - `settings`: [`CheckSettings`] and the policy deciding which anomalies break the promise.
 //! - `order`: per-process order (`poll-skip`, `nonmonotonic-*`, `int-*`).
 //! - `watermark`: `hw-regression`.
 //! - `group`: the consumer-group workload (`group-split-ownership`, `commit-regression`,
@@ -16,6 +16,7 @@
 //! of millions of ops is checked without holding it. [`check`] and [`check_file`] are built on
 //! it. Definitions of every anomaly: `docs/checkers.md`.
 
+mod faults;
 mod found;
 mod fxhash;
 pub mod gen;
@@ -25,6 +26,7 @@ mod settings;
 mod values;
 mod watermark;
 
+pub use faults::{FaultTracker, FaultWindow};
 pub use settings::{Acks, CheckSettings, Judgement};
 
 use crate::history::{Op, OpType, Process, Val};
@@ -199,6 +201,12 @@ struct KeyState {
     final_reach: Option<u64>,
     /// Lowest offset returned by an ok final read: where the final reads began.
     final_first: Option<u64>,
+    /// Values the final reads returned at offsets where another value was seen first (so
+    /// the offset map does not hold them): what now stands where a lost record stood.
+    final_at: FxHashMap<u64, Val>,
+    /// True when an ok final read reported this key's log start offset: the final reads then
+    /// began at the log start, so they cover every offset from `final_log_start` on.
+    final_log_start_known: bool,
 }
 
 impl KeyState {
@@ -320,6 +328,10 @@ pub struct Checker {
     /// Messages about ops that do not follow the format (bounded), and their count.
     problems: Vec<String>,
     problem_count: u64,
+    /// The nemesis ops, paired into fault windows.
+    faults: FaultTracker,
+    /// Keys some send was invoked on: each must reach the floor of acknowledged writes.
+    sent_keys: Vec<bool>,
 }
 
 /// A micro-op borrowed from an op's JSON value, without allocating.
@@ -390,6 +402,8 @@ impl Checker {
             info_offsets: Vec::new(),
             problems: Vec::new(),
             problem_count: 0,
+            faults: FaultTracker::default(),
+            sent_keys: Vec::new(),
         }
     }
 
@@ -421,6 +435,7 @@ impl Checker {
         if op.r#final {
             self.counters.final_ops += 1;
         }
+        self.faults.observe(op);
         if let Process::Client(process) = op.process {
             match op.kind {
                 OpType::Invoke => self.invoke(process, op),
@@ -454,6 +469,10 @@ impl Checker {
                     }
                     state.invoke_op = op.index;
                     state.key = key;
+                    if self.sent_keys.len() <= key as usize {
+                        self.sent_keys.resize(key as usize + 1, false);
+                    }
+                    self.sent_keys[key as usize] = true;
                     if state.outcome == Outcome::NotSent {
                         state.outcome = Outcome::Pending;
                     }
@@ -548,6 +567,7 @@ impl Checker {
                         let key = self.key_id(key);
                         let k = &mut self.keys[key as usize];
                         k.final_log_start = k.final_log_start.max(start);
+                        k.final_log_start_known = true;
                     }
                 }
             }
@@ -779,6 +799,15 @@ impl Checker {
             }
         }
         self.note_offset(key, offset, value, op.index);
+        if ok && op.r#final {
+            let k = &mut self.keys[key as usize];
+            if k.at_offset
+                .get(&offset)
+                .is_some_and(|&(first, _)| first != value)
+            {
+                k.final_at.insert(offset, value);
+            }
+        }
     }
 
     /// Adds `value` at `offset` to the offset map, reporting a second value at one offset.

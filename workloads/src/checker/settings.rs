@@ -1,7 +1,8 @@
-//! The run settings that decide which anomalies are violations, and the policy itself.
+//! The run settings that decide which anomalies break Kafka's promise, and the policy itself.
 //!
-//! Every anomaly is always reported; these settings only decide whether it makes the run
-//! invalid, and the `note` of each anomaly says why.
+//! Every anomaly is always reported, and whether it makes the history invalid is a fact
+//! ([`CheckSettings::invalidates`]); these settings decide whether it breaks the promise of
+//! the run's configuration, and the `note` of each anomaly says why.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -90,10 +91,17 @@ pub struct CheckSettings {
     /// best `unknown`.
     pub final_reads_completed: bool,
     /// True when all sends of one op are appended as one contiguous batch (one produce request
-    /// to one partition); only then is a gap between them (`int-send-skip`) a violation.
+    /// to one partition); only then is a gap between them (`int-send-skip`) an anomaly.
     pub atomic_send_batches: bool,
     /// At most this many examples are kept per anomaly.
     pub examples_max: usize,
+    /// The floor of a run that tested something: every partition written to must have at
+    /// least this many acknowledged writes, or the verdict is `unknown`.
+    pub min_acked_per_key: u64,
+    /// The fault kinds the run asked for (`kill`, `pause`, `partition`, ...). When not empty
+    /// and the history shows none of them injected, the run tested nothing under faults and
+    /// the verdict is `unknown`. Empty for a bare history: then faults are not judged.
+    pub faults_requested: Vec<String>,
 }
 
 impl Default for CheckSettings {
@@ -110,6 +118,8 @@ impl Default for CheckSettings {
             final_reads_completed: true,
             atomic_send_batches: false,
             examples_max: 10,
+            min_acked_per_key: 1,
+            faults_requested: Vec::new(),
         }
     }
 }
@@ -167,16 +177,40 @@ impl CheckSettings {
     }
 }
 
-/// Whether an anomaly is a violation under some settings, and why.
+/// Whether an anomaly breaks Kafka's promise under some settings, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Judgement {
     /// True when the settings forbid the anomaly.
-    pub violation: bool,
+    pub breaks_promise: bool,
     /// One sentence saying why.
     pub note: String,
 }
 
 impl CheckSettings {
+    /// The settings that decide the promise, in Kafka's names: `acks=all,
+    /// min.insync.replicas=2, unclean election off` (plus any unsafe switch that is on).
+    pub fn describe(&self) -> String {
+        let mut parts = vec![
+            format!("acks={}", self.acks),
+            format!("min.insync.replicas={}", self.min_insync_replicas),
+            format!(
+                "unclean election {}",
+                if self.unclean_leader_election_enable {
+                    "on"
+                } else {
+                    "off"
+                }
+            ),
+        ];
+        if self.truncate_to_hw {
+            parts.push("truncation to the high watermark".into());
+        }
+        if self.serve_lagging_hw {
+            parts.push("lagging high watermark served".into());
+        }
+        parts.join(", ")
+    }
+
     /// The reasons, under these settings, that acknowledged writes may legitimately be lost
     /// (empty when none: then a lost write is a bug).
     pub fn loss_reasons(&self) -> Vec<&'static str> {
@@ -212,6 +246,19 @@ impl CheckSettings {
             .collect()
     }
 
+    /// Whether instances of anomaly `name` make the history invalid whatever the settings
+    /// (Jepsen's `valid?`): every lost acknowledged write and every consistency anomaly does.
+    /// Not: `unseen` while the final reads are incomplete (it may be delay), `int-send-skip`
+    /// when the sends of one op are separate appends, and `hw-regression`, which is judged
+    /// per class (only `data-loss` invalidates).
+    pub fn invalidates(&self, name: &str) -> bool {
+        match name {
+            "unseen" => self.final_reads_completed,
+            "int-send-skip" => self.atomic_send_batches,
+            _ => true,
+        }
+    }
+
     /// Judges one anomaly by name (`hw-regression` is judged per class by
     /// [`CheckSettings::judge_hw_regression`]).
     pub fn judge(&self, name: &str) -> Judgement {
@@ -219,14 +266,14 @@ impl CheckSettings {
         let permitted_by_loss = |what: &str| -> Judgement {
             if loss.is_empty() {
                 Judgement {
-                    violation: true,
+                    breaks_promise: true,
                     note: format!(
                         "{what} is forbidden with acks=all, unclean election off and no unsafe switches"
                     ),
                 }
             } else {
                 Judgement {
-                    violation: false,
+                    breaks_promise: false,
                     note: format!("expected under these settings: {}", loss.join("; ")),
                 }
             }
@@ -236,7 +283,7 @@ impl CheckSettings {
             "unseen" => {
                 if !self.final_reads_completed {
                     Judgement {
-                        violation: false,
+                        breaks_promise: false,
                         note: "the final reads did not complete, so unseen writes may only be delayed"
                             .into(),
                     }
@@ -244,7 +291,7 @@ impl CheckSettings {
                     let mut j = permitted_by_loss(
                         "an acknowledged write that even the final reads never returned (it lies beyond the log's end)",
                     );
-                    if j.violation {
+                    if j.breaks_promise {
                         j.note = format!("the final reads covered every partition, so these writes are lost: {}", j.note);
                     }
                     j
@@ -265,25 +312,25 @@ impl CheckSettings {
                     permitted_by_loss("a gap inside one atomically appended batch")
                 } else {
                     Judgement {
-                        violation: false,
+                        breaks_promise: false,
                         note: "the sends of one op are separate appends, so other producers may interleave".into(),
                     }
                 }
             }
             "group-split-ownership" => Judgement {
-                violation: true,
+                breaks_promise: true,
                 note: "a partition must have one owner per group generation".into(),
             },
             "commit-regression" => {
                 let hw_loss = self.hw_loss_reasons();
                 if hw_loss.is_empty() {
                     Judgement {
-                        violation: true,
+                        breaks_promise: true,
                         note: "committed offsets are stored replicated and must never go back".into(),
                     }
                 } else {
                     Judgement {
-                        violation: false,
+                        breaks_promise: false,
                         note: format!("expected under these settings (the offsets store may lose commits too): {}", hw_loss.join("; ")),
                     }
                 }
@@ -292,18 +339,18 @@ impl CheckSettings {
                 "a group committing past an acknowledged record it never delivered",
             ),
             "duplicate" => Judgement {
-                violation: true,
+                breaks_promise: true,
                 note: "values are sent once, so a value at two offsets means the broker appended it twice".into(),
             },
             "aborted-read" => Judgement {
-                violation: true,
+                breaks_promise: true,
                 note: "a failed send certainly had no effect, so its value must never be read".into(),
             },
             "unexpected" => Judgement {
-                violation: true,
+                breaks_promise: true,
                 note: "a value that no process ever sent was read".into(),
             },
-            _ => Judgement { violation: true, note: String::new() },
+            _ => Judgement { breaks_promise: true, note: String::new() },
         }
     }
 
@@ -312,22 +359,22 @@ impl CheckSettings {
         let loss = self.hw_loss_reasons();
         match class {
             "data-loss" if loss.is_empty() => Judgement {
-                violation: true,
+                breaks_promise: true,
                 note: "records below an acknowledged high watermark were discarded; only unclean election or truncation to the high watermark allow that".into(),
             },
             "data-loss" => Judgement {
-                violation: false,
+                breaks_promise: false,
                 note: format!("expected under these settings: {}", loss.join("; ")),
             },
             _ if self.serve_lagging_hw => Judgement {
-                violation: false,
+                breaks_promise: false,
                 note: "expected: the broker serves a new leader's lagging high watermark (pre-KIP-207); no record was lost".into(),
             },
             // Kafka's reads are not linearizable: a deposed leader that has not yet learned of
             // its successor may answer with its older high watermark. Only loss is a bug.
             _ => Judgement {
-                violation: false,
-                note: "reported, not a violation: no record was lost, and a deposed leader that has not yet learned of its successor may still answer with its older high watermark; many of these without serve_lagging_hw point at a KIP-207 bug".into(),
+                breaks_promise: false,
+                note: "reported, not a breaks_promise: no record was lost, and a deposed leader that has not yet learned of its successor may still answer with its older high watermark; many of these without serve_lagging_hw point at a KIP-207 bug".into(),
             },
         }
     }
@@ -362,7 +409,7 @@ mod tests {
 
     #[test]
     fn only_acks_all_without_unsafe_switches_forbids_loss() {
-        assert!(CheckSettings::default().judge("lost-write").violation);
+        assert!(CheckSettings::default().judge("lost-write").breaks_promise);
         for s in [
             CheckSettings {
                 acks: Acks::Zero,
@@ -383,7 +430,7 @@ mod tests {
         ] {
             let j = s.judge("lost-write");
             assert!(
-                !j.violation && j.note.starts_with("expected under these settings"),
+                !j.breaks_promise && j.note.starts_with("expected under these settings"),
                 "{s:?}"
             );
         }
@@ -392,9 +439,9 @@ mod tests {
             acks: Acks::One,
             ..Default::default()
         };
-        assert!(acks1.judge_hw_regression("data-loss").violation);
-        assert!(!acks1.judge_hw_regression("visibility-only").violation);
-        assert!(CheckSettings::default().judge("duplicate").violation);
+        assert!(acks1.judge_hw_regression("data-loss").breaks_promise);
+        assert!(!acks1.judge_hw_regression("visibility-only").breaks_promise);
+        assert!(CheckSettings::default().judge("duplicate").breaks_promise);
         let acks: Acks = serde_json::from_str("-1").unwrap();
         assert_eq!(acks, Acks::All);
     }

@@ -14,9 +14,10 @@
 //! Instances are sorted (by key, offset, value) before they become examples, so results are
 //! deterministic even though values live in a hash map.
 
-use super::found::Found;
-use super::{Checker, Outcome, NONE};
-use crate::results::{CheckResults, Validity};
+use super::found::{Found, Verdicts};
+use super::{CheckSettings, Checker, Outcome, NONE};
+use crate::history::Val;
+use crate::results::{CheckResults, Promise, Validity};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -71,6 +72,11 @@ struct ValueCounts {
     read: u64,
     acked_read_by_final: u64,
     retention_excluded: u64,
+    /// Acknowledged values per key.
+    acked_by_key: Vec<u64>,
+    /// Acknowledged values that are gone, per key: lost writes, and unseen ones once the
+    /// final reads completed (`stats.lost_acknowledged`).
+    lost_by_key: Vec<u64>,
 }
 
 pub(super) fn finish(mut c: Checker) -> CheckResults {
@@ -83,8 +89,11 @@ pub(super) fn finish(mut c: Checker) -> CheckResults {
             c.note_offset(key, offset, value, op);
         }
     }
+    // Final reads count as complete only when the history holds some: a prefix of a history
+    // (or one whose runner gave up reading) cannot show what the log held at the end.
     let final_completed = c.settings.final_reads_completed && c.counters.final_ok > 0;
-    let (mut instances, counts, lost_by_key) = value_pass(&c, final_completed);
+    c.settings.final_reads_completed = final_completed;
+    let (mut instances, counts, gone_by_key) = value_pass(&c, final_completed);
     resolve_gaps(&c, &mut instances);
     instances.sort();
     let key_names: Vec<String> = c.keys.iter().map(|k| k.name.clone()).collect();
@@ -99,53 +108,185 @@ pub(super) fn finish(mut c: Checker) -> CheckResults {
         example["key"] = json!(key_names[inst.key as usize]);
         findings.add(name, counts_against, || example);
     }
-    let hw_classes = classify_regressions(&c, &mut findings, &lost_by_key, final_completed);
+    explain_resets_after_loss(&c, &mut findings, &gone_by_key);
+    let hw_classes = classify_regressions(&c, &mut findings, &gone_by_key, final_completed);
     let settings = c.settings.clone();
     let anomalies = findings.into_anomalies(|name, found: &Found| {
         if name == "hw-regression" {
-            let mut violation = false;
-            let mut notes = Vec::new();
-            for (class, n) in &hw_classes {
-                if *n > 0 && class != "unknown" {
-                    let j = settings.judge_hw_regression(class);
-                    violation |= j.violation;
-                    notes.push(format!("{class} ({n}): {}", j.note));
-                }
-            }
-            if hw_classes.get("unknown").copied().unwrap_or(0) > 0 {
-                notes.push("unclassified: the final reads did not complete".into());
-            }
-            return (violation, notes.join("; "));
+            return judge_regressions(&settings, &hw_classes);
         }
         let j = settings.judge(name);
-        (j.violation && found.counting > 0, j.note)
+        let counting = found.counting > 0;
+        Verdicts {
+            invalidates: counting && settings.invalidates(name),
+            breaks_promise: counting && j.breaks_promise,
+            note: j.note,
+        }
     });
-    let invalid = anomalies.values().any(|a| a.violation);
-    let mut unknown_reasons = Vec::new();
-    if !c.settings.final_reads_completed {
-        unknown_reasons.push("the final reads did not complete".to_string());
-    } else if c.counters.final_ok == 0 {
-        unknown_reasons
-            .push("the history has no ok final read (no op with \"final\": true)".to_string());
-    }
-    if c.problem_count > 0 {
-        unknown_reasons.push(format!(
-            "{} problem(s) with the history itself (see stats.problems)",
-            c.problem_count
-        ));
-    }
-    let valid = if invalid {
+    let unknown_reasons = unknown_reasons(&c, &counts);
+    let valid = if anomalies.values().any(|a| a.invalidates) {
         Validity::Invalid
     } else if !unknown_reasons.is_empty() {
         Validity::Unknown
     } else {
         Validity::Valid
     };
+    let (promise, promise_reason) = promise(&settings, &anomalies, valid, &unknown_reasons);
     let stats = stats(&mut c, &counts, &anomalies, &hw_classes, unknown_reasons);
     CheckResults {
         valid,
+        promise,
+        promise_reason,
         anomalies,
         stats,
+    }
+}
+
+/// High-watermark regressions: only the `data-loss` class invalidates the history; whether
+/// a class breaks the promise depends on the settings.
+fn judge_regressions(settings: &CheckSettings, hw_classes: &BTreeMap<String, u64>) -> Verdicts {
+    let mut v = Verdicts::default();
+    let mut notes = Vec::new();
+    for (class, n) in hw_classes {
+        if *n > 0 && class != "unknown" {
+            let j = settings.judge_hw_regression(class);
+            v.breaks_promise |= j.breaks_promise;
+            v.invalidates |= class == "data-loss";
+            notes.push(format!("{class} ({n}): {}", j.note));
+        }
+    }
+    if hw_classes.get("unknown").copied().unwrap_or(0) > 0 {
+        notes.push("unclassified: the final reads did not complete".into());
+    }
+    v.note = notes.join("; ");
+    v
+}
+
+/// Why the run cannot be judged valid even though nothing invalid was found: final reads
+/// missing or incomplete, problems with the history, or a run that tested nothing (no
+/// acknowledged write, a partition below the floor, none of the requested faults injected).
+fn unknown_reasons(c: &Checker, counts: &ValueCounts) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if !c.settings.final_reads_completed {
+        if c.counters.final_ok == 0 {
+            reasons.push(
+                "the history has no ok final read (no op with \"final\": true), so it cannot show what the log held at the end"
+                    .to_string(),
+            );
+        } else {
+            reasons.push("the final reads did not complete".to_string());
+        }
+    }
+    if c.problem_count > 0 {
+        reasons.push(format!(
+            "{} problem(s) with the history itself (see stats.problems)",
+            c.problem_count
+        ));
+    }
+    if counts.acked == 0 {
+        reasons.push(format!(
+            "nothing was tested: no send was acknowledged ({} sent, {} failed, {} indeterminate)",
+            counts.sent, counts.failed, counts.info
+        ));
+    } else {
+        let floor = c.settings.min_acked_per_key;
+        let below: Vec<String> = c
+            .sent_keys
+            .iter()
+            .enumerate()
+            .filter(|&(key, &sent)| sent && counts.acked_by_key[key] < floor)
+            .map(|(key, _)| format!("{} ({})", c.keys[key].name, counts.acked_by_key[key]))
+            .collect();
+        if !below.is_empty() {
+            reasons.push(format!(
+                "too little was tested: partitions with fewer than {floor} acknowledged write(s): {}",
+                below.join(", ")
+            ));
+        }
+    }
+    let requested = &c.settings.faults_requested;
+    if !requested.is_empty()
+        && !requested
+            .iter()
+            .any(|f| c.faults.injected().contains_key(f))
+    {
+        reasons.push(format!(
+            "nothing was tested under faults: none of the requested faults ({}) was injected",
+            requested.join(", ")
+        ));
+    }
+    reasons
+}
+
+/// Kafka's promise under the run's settings: broken when an anomaly the settings forbid was
+/// seen; kept when the history is valid, or invalid only in ways the settings allow; unknown
+/// when the run could not show it.
+fn promise(
+    settings: &CheckSettings,
+    anomalies: &BTreeMap<String, crate::results::Anomaly>,
+    valid: Validity,
+    unknown_reasons: &[String],
+) -> (Promise, String) {
+    let broken: Vec<String> = anomalies
+        .iter()
+        .filter(|(_, a)| a.breaks_promise)
+        .map(|(name, a)| format!("{name} ({})", a.count))
+        .collect();
+    if !broken.is_empty() {
+        return (
+            Promise::Broken,
+            format!(
+                "Kafka's promise broken under {}: {}",
+                settings.describe(),
+                broken.join(", ")
+            ),
+        );
+    }
+    if !unknown_reasons.is_empty() {
+        return (Promise::Unknown, unknown_reasons.join("; "));
+    }
+    match valid {
+        Validity::Invalid => (
+            Promise::Kept,
+            format!(
+                "allowed by these settings: {}",
+                settings.loss_reasons().join("; ")
+            ),
+        ),
+        _ => (
+            Promise::Kept,
+            format!("nothing was lost under {}", settings.describe()),
+        ),
+    }
+}
+
+/// A consumer whose position lay beyond the final end of a log that lost acknowledged
+/// records was answered `OFFSET_OUT_OF_RANGE` and restarted lower: its nonmonotonic poll is a
+/// consequence of the loss, and its example says so.
+fn explain_resets_after_loss(
+    c: &Checker,
+    findings: &mut super::Findings,
+    gone_by_key: &[Vec<u64>],
+) {
+    let Some(examples) = findings.examples_mut("nonmonotonic-poll") else {
+        return;
+    };
+    for example in examples.iter_mut() {
+        let Some(key) = example["key"].as_str().and_then(|k| c.key_ids.get(k)) else {
+            continue;
+        };
+        let k = &c.keys[*key as usize];
+        let (Some(from), Some(hw)) = (example["offsets"][0].as_u64(), k.final_hw) else {
+            continue;
+        };
+        let lost = gone_by_key[*key as usize].len();
+        if from >= hw && lost > 0 {
+            example["after_loss"] = json!(true);
+            example["explanation"] = json!(format!(
+                "the consumer had read up to offset {from}, beyond the final end of {} (high watermark {hw}) after {lost} acknowledged record(s) were lost there; the broker answered OFFSET_OUT_OF_RANGE and the consumer restarted lower",
+                k.name
+            ));
+        }
     }
 }
 
@@ -156,6 +297,8 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
     let mut out = Vec::new();
     let mut counts = ValueCounts::default();
     let mut gone_by_key: Vec<Vec<u64>> = vec![Vec::new(); c.keys.len()];
+    counts.acked_by_key = vec![0; c.keys.len()];
+    counts.lost_by_key = vec![0; c.keys.len()];
     let acks = c.settings.acks.as_str();
     let committed = c.groups.committed_by_key(c.keys.len());
     for (&value, s) in &c.values {
@@ -226,6 +369,7 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
         if s.outcome != Outcome::Ok {
             continue;
         }
+        counts.acked_by_key[s.key as usize] += 1;
         if s.read_final {
             counts.acked_read_by_final += 1;
         }
@@ -233,19 +377,36 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
         if s.read_ok {
             // Read once, yet absent from the final reads that covered its offset: the record
             // was visible and is now gone from the log (an unclean election or truncation
-            // replaced it). Jepsen would call this only an inconsistent offset; for durability
-            // it is a lost acknowledged write, reported with `read_before_loss`.
+            // replaced it, or cut the log's tail below it). Jepsen would call this only an
+            // inconsistent offset; for durability it is a lost acknowledged write, reported
+            // with `read_before_loss`.
             let position = if s.ack_offset != NONE {
                 s.ack_offset
             } else {
                 s.first_read_offset
             };
-            let gone_at_end = !s.read_final
-                && position >= k.final_log_start
-                && k.final_first.is_some_and(|first| position >= first)
-                && k.final_reach.is_some_and(|reach| position <= reach);
-            if gone_at_end {
+            if s.read_final || !k.final_read {
+                continue;
+            }
+            if position < k.final_log_start {
+                counts.retention_excluded += 1;
+                continue;
+            }
+            // Final reads page from the log start: with it reported they cover everything
+            // from there; without it, only from the first offset they returned. Complete
+            // final reads reached the final high watermark, so a record above it is gone too
+            // (the log's tail was cut); incomplete ones prove only what they returned.
+            let covered_from = if k.final_log_start_known {
+                k.final_log_start
+            } else {
+                k.final_first.unwrap_or(0).max(k.final_log_start)
+            };
+            let covered = position >= covered_from
+                && (final_completed || k.final_reach.is_some_and(|reach| position <= reach));
+            if covered {
                 gone_by_key[s.key as usize].push(position);
+                counts.lost_by_key[s.key as usize] += 1;
+                let beyond_end = k.final_hw.is_some_and(|hw| position >= hw);
                 out.push(Instance {
                     name: "lost-write",
                     key: s.key,
@@ -253,7 +414,9 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
                     value,
                     example: ValueOrd(json!({"value": value, "offset": position, "acks": acks,
                         "send_op": opt(s.invoke_op), "ack_op": s.ack_op,
-                        "read_before_loss": true, "first_read_op": s.first_read_op})),
+                        "read_before_loss": true, "first_read_op": s.first_read_op,
+                        "beyond_final_end": beyond_end, "final_high_watermark": k.final_hw,
+                        "now_at_offset": final_value_at(c, s.key, position)})),
                 });
             }
             continue;
@@ -269,6 +432,7 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
                 .proving_read(s.ack_offset)
                 .map_or(Value::Null, |op| json!(op));
             gone_by_key[s.key as usize].push(s.ack_offset);
+            counts.lost_by_key[s.key as usize] += 1;
             out.push(Instance {
                 name: "lost-write",
                 key: s.key,
@@ -278,8 +442,11 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
                     "send_op": opt(s.invoke_op), "ack_op": s.ack_op, "proving_read_op": proof})),
             });
         } else {
-            if final_completed && s.ack_offset != NONE {
-                gone_by_key[s.key as usize].push(s.ack_offset);
+            if final_completed {
+                counts.lost_by_key[s.key as usize] += 1;
+                if s.ack_offset != NONE {
+                    gone_by_key[s.key as usize].push(s.ack_offset);
+                }
             }
             out.push(Instance {
                 name: "unseen",
@@ -297,6 +464,18 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
         gone.sort_unstable();
     }
     (out, counts, gone_by_key)
+}
+
+/// The value the final reads returned at `offset` of `key`, if any: the first value seen
+/// there when the final reads returned it too, else the one they returned over another.
+fn final_value_at(c: &Checker, key: u32, offset: u64) -> Option<Val> {
+    let k = &c.keys[key as usize];
+    if let Some(&v) = k.final_at.get(&offset) {
+        return Some(v);
+    }
+    let &(first, _) = k.at_offset.get(&offset)?;
+    let s = c.values.get(&first)?;
+    (s.read_final && s.min_offset <= offset && offset <= s.max_offset).then_some(first)
 }
 
 /// Turns candidate skips into anomalies when a known value lies strictly inside the gap,
@@ -401,6 +580,14 @@ fn stats(
                    "records": k.final_records})
         })
         .collect();
+    let lost_by_key: serde_json::Map<String, Value> = c
+        .keys
+        .iter()
+        .zip(&counts.lost_by_key)
+        .filter(|(_, &n)| n > 0)
+        .map(|(k, &n)| (k.name.clone(), json!(n)))
+        .collect();
+    let lost_total: u64 = counts.lost_by_key.iter().sum();
     let coverage = if counts.acked == 0 {
         Value::Null
     } else {
@@ -423,6 +610,10 @@ fn stats(
             "acked_values_read": counts.acked_read_by_final, "coverage": coverage,
             "keys": final_keys,
         },
+        "lost_acknowledged": {
+            "total": lost_total, "by_key": lost_by_key, "of_acked": counts.acked,
+            "final_reads_completed": c.settings.final_reads_completed,
+        },
         "unseen_final": anomalies.get("unseen").map_or(0, |a| a.count),
         "unseen_series": unseen_series,
         "hw_regressions": hw_classes,
@@ -434,5 +625,11 @@ fn stats(
         "problem_count": c.problem_count,
         "problems": c.problems,
         "unknown_reasons": unknown_reasons,
+        "faults": {
+            "requested": c.settings.faults_requested,
+            "injected": c.faults.injected(),
+            "failed": c.faults.failed(),
+        },
+        "fault_windows": c.faults.windows(),
     })
 }
