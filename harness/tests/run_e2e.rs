@@ -128,6 +128,30 @@ fn run_prints_the_seed_stores_everything_and_replay_repeats_the_fault_schedule()
         "{}",
         check.transcript()
     );
+
+    // A prefix of the history has no final reads: it cannot show what the log held at the
+    // end, so it is unknown (exit 2), never invalid for writes it did not see read.
+    let text = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let prefix = store.path().join("prefix.jsonl");
+    std::fs::write(&prefix, lines[..lines.len() / 2].join("\n") + "\n").unwrap();
+    let check = tidewater(&["check", "--history", prefix.to_str().unwrap()]);
+    assert_eq!(check.code, 2, "{}", check.transcript());
+    assert!(
+        check.stdout.contains("no ok final read"),
+        "{}",
+        check.transcript()
+    );
+
+    // A run directory whose config.json cannot be read is refused, not checked with defaults.
+    std::fs::write(run_dir.join("config.json"), "{ not json").unwrap();
+    let check = tidewater(&["check", run_dir.to_str().unwrap()]);
+    assert_eq!(check.code, 3, "{}", check.transcript());
+    assert!(
+        check.stderr.contains("config.json"),
+        "{}",
+        check.transcript()
+    );
 }
 
 #[test]
@@ -145,6 +169,29 @@ fn bad_flags_fail_with_a_clear_message_before_anything_starts() {
     let out = tidewater(&["run", "--plan", "no-such-plan"]);
     assert_eq!(out.code, 3, "{}", out.transcript());
     assert!(out.stderr.contains("no-such-plan"), "{}", out.transcript());
+    // A typo in a setting name or value is refused by the broker's own schema, before a run
+    // directory (or anything else) exists.
+    let store = tempfile::tempdir().unwrap();
+    for (set, named) in [
+        ("min.insync.replica=2", "\"min.insync.replica\""),
+        ("min.insync.replicas=abc", "\"abc\""),
+        ("retention.ms=soon", "\"retention.ms\""),
+    ] {
+        let out = tidewater(&[
+            "run",
+            "--set",
+            set,
+            "--store",
+            store.path().to_str().unwrap(),
+        ]);
+        assert_eq!(out.code, 3, "{set}: {}", out.transcript());
+        assert!(out.stderr.contains(named), "{set}: {}", out.transcript());
+        assert_eq!(
+            std::fs::read_dir(store.path()).unwrap().count(),
+            0,
+            "{set}: nothing created"
+        );
+    }
 }
 
 /// Kills the child if the test fails before it exits.

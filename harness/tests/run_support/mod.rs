@@ -72,3 +72,50 @@ pub fn history(run_dir: &Path) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).expect("history line is JSON"))
         .collect()
 }
+
+/// Acknowledged writes of a stored history, and how many of them the final reads did not
+/// return (ignoring those acknowledged below the final log start offset, which retention may
+/// have deleted). Counted straight from the raw JSON lines, independently of the checker,
+/// so that a test can hold the figures the harness prints to this count.
+pub fn acked_absent_from_final_reads(run_dir: &Path) -> (u64, u64) {
+    use std::collections::{BTreeMap, HashMap, HashSet};
+    let mut acked: HashMap<i64, (String, u64)> = HashMap::new();
+    let mut read_final: HashSet<i64> = HashSet::new();
+    let mut log_start: BTreeMap<String, u64> = BTreeMap::new();
+    for op in history(run_dir) {
+        if op["type"] != "ok" {
+            continue;
+        }
+        let micro_ops = op["value"].as_array().cloned().unwrap_or_default();
+        if op["f"] == "send" {
+            for m in &micro_ops {
+                let key = m[1].as_str().unwrap().to_string();
+                let offset = m[2][0].as_u64().unwrap_or(u64::MAX);
+                acked.insert(m[2][1].as_i64().unwrap(), (key, offset));
+            }
+        }
+        if op["final"] == true {
+            if let Some(starts) = op["log_start_offsets"].as_object() {
+                for (key, start) in starts {
+                    let s = log_start.entry(key.clone()).or_default();
+                    *s = (*s).max(start.as_u64().unwrap());
+                }
+            }
+            for m in micro_ops.iter().filter(|m| m[0] == "poll") {
+                for records in m[1].as_object().into_iter().flat_map(|o| o.values()) {
+                    for pair in records.as_array().unwrap() {
+                        read_final.insert(pair[1].as_i64().unwrap());
+                    }
+                }
+            }
+        }
+    }
+    let absent = acked
+        .iter()
+        .filter(|(value, (key, offset))| {
+            !read_final.contains(value)
+                && (*offset == u64::MAX || *offset >= log_start.get(key).copied().unwrap_or(0))
+        })
+        .count() as u64;
+    (acked.len() as u64, absent)
+}
