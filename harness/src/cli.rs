@@ -456,6 +456,8 @@ fn execute_run(
             }
         }
     }
+    // The seed comes first, before anything else prints (a broker build, a warning).
+    progress.println(&format!("seed={}", config.seed));
     if let Err(e) = check_sets(&config, target) {
         eprintln!("tidewater: {e}");
         return (EXIT_SETUP, None);
@@ -475,8 +477,12 @@ fn execute_run(
     };
     log_to(&run_dir.harness_log());
     let target_flags = target.flags();
-    for line in describe(&config, &run_dir, &target_flags) {
-        runner::say(&progress, &line);
+    for (i, line) in describe(&config, &run_dir, &target_flags).iter().enumerate() {
+        if i == 0 {
+            tracing::info!("{line}"); // the seed, already printed
+        } else {
+            runner::say(&progress, line);
+        }
     }
     if let Err(e) = config.save(&run_dir.config()) {
         eprintln!("tidewater: cannot write config.json: {e}");
