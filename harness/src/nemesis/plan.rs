@@ -57,6 +57,10 @@ pub const BUILTIN_PLANS: &[(&str, &str)] = &[
     ("failback", include_str!("../../plans/failback.toml")),
     ("leader-cut", include_str!("../../plans/leader-cut.toml")),
     ("kill-isr", include_str!("../../plans/kill-isr.toml")),
+    (
+        "cut-clients-leader",
+        include_str!("../../plans/cut-clients-leader.toml"),
+    ),
 ];
 
 /// What a step does.
