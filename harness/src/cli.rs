@@ -259,6 +259,7 @@ impl RunArgs {
             schedule: serde_json::Value::Null,
             replay_of: None,
             matrix_cell: None,
+            harness_defaults: Vec::new(),
         };
         config.validate()?;
         Ok(config)

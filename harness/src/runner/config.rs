@@ -74,6 +74,10 @@ pub struct RunConfig {
     /// min.insync.replicas=2`; the index groups runs by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matrix_cell: Option<String>,
+    /// The names in `sets` that the harness filled in ([`HARNESS_DEFAULT_SETTINGS`]) rather
+    /// than the user, so the report can tell them apart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub harness_defaults: Vec<String>,
 }
 
 /// Broker settings the harness gives every run that does not set them itself: timeouts
@@ -118,12 +122,14 @@ impl RunConfig {
     }
 
     /// Adds the [`HARNESS_DEFAULT_SETTINGS`] the run does not set itself, so they are stored
-    /// in `config.json`, shown in the report and given to every node. Returns the names added.
+    /// in `config.json` (named in `harness_defaults` too), shown in the report and given to
+    /// every node. Returns the names added.
     pub fn apply_harness_defaults(&mut self) -> Vec<&'static str> {
         let mut added = vec![];
         for (name, value, _) in HARNESS_DEFAULT_SETTINGS {
             if !self.sets.contains_key(*name) {
                 self.sets.insert(name.to_string(), value.to_string());
+                self.harness_defaults.push(name.to_string());
                 added.push(*name);
             }
         }
@@ -216,7 +222,8 @@ impl RunConfig {
         let mut value = serde_json::to_value(self).expect("config serializes");
         let fields = value.as_object_mut().expect("config is an object");
         for (k, v) in overrides {
-            if !fields.contains_key(k) && !matches!(k.as_str(), "replay_of" | "matrix_cell") {
+            let optional = matches!(k.as_str(), "replay_of" | "matrix_cell" | "harness_defaults");
+            if !fields.contains_key(k) && !optional {
                 return Err(format!("unknown run setting {k:?}"));
             }
             fields.insert(k.clone(), v.clone());
@@ -264,6 +271,7 @@ pub(crate) fn example() -> RunConfig {
         schedule: Value::Null,
         replay_of: None,
         matrix_cell: None,
+        harness_defaults: Vec::new(),
     }
 }
 
