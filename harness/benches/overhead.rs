@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidewater::recorder::Recorder;
-use tidewater::runner::workload::{spawn_workers, RateLimiter, WorkloadContext};
+use tidewater::runner::workload::{spawn_workers, WorkloadContext};
 use tidewater_workloads::client::{Fetched, Outcome, Sent};
 use tidewater_workloads::queue::{QueueClient, QueueSettings, ValueSource};
 
@@ -54,7 +54,7 @@ fn measure(concurrency: usize, duration: Duration) -> (u64, f64) {
         recorder: recorder.clone(),
         seed: 42,
         values: ValueSource::default(),
-        limiter: Arc::new(RateLimiter::new(0.0)),
+        rate_ops: 0.0,
         stop: Arc::new(AtomicBool::new(false)),
     };
     let started = Instant::now();

@@ -69,11 +69,15 @@ pub struct RunArgs {
     /// Number of brokers (a controller node is added).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub nodes: usize,
-    /// Faults of the random schedule: a comma-separated list of kill, pause, partition, or none.
+    /// Faults of the random schedule: a comma-separated list of families (kill, pause,
+    /// partition) and fault kinds (isolate-leader, leader-cut, failback, pause-leader,
+    /// kill-isr, rolling-restart, ...; see docs/nemesis.md), or none.
     #[arg(long, value_name = "KINDS", default_value = "kill,pause,partition")]
     pub nemesis: String,
-    /// Seconds each fault of the random schedule lasts, and between two faults.
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    /// Recovery gap between two faults of the random schedule, in seconds (drawn from 0.75 to
+    /// 1.5 times this); fault lengths follow broker.session.timeout.ms and
+    /// replica.lag.time.max.ms.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub nemesis_interval: f64,
     /// A fault plan instead of the random schedule: the name of a plan in harness/plans/
     /// (e.g. unclean-election, leader-isolation) or a TOML file.
@@ -255,6 +259,7 @@ impl RunArgs {
             schedule: serde_json::Value::Null,
             replay_of: None,
             matrix_cell: None,
+            harness_defaults: Vec::new(),
         };
         config.validate()?;
         Ok(config)
@@ -446,8 +451,10 @@ fn execute_run(
     runtime: &tokio::runtime::Runtime,
 ) -> (i32, Option<RunDir>) {
     let progress = Arc::new(Progress::new(target.plain));
-    // Resolve the fault schedule before anything starts, so it is printed and stored.
+    // Resolve the fault schedule before anything starts, so it is printed and stored. A
+    // replay (schedule already stored) keeps the settings it ran with.
     if config.schedule.is_null() {
+        config.apply_harness_defaults();
         match runner::faults::resolve_schedule(&config) {
             Ok(s) => config.schedule = s,
             Err(e) => {
@@ -477,7 +484,10 @@ fn execute_run(
     };
     log_to(&run_dir.harness_log());
     let target_flags = target.flags();
-    for (i, line) in describe(&config, &run_dir, &target_flags).iter().enumerate() {
+    for (i, line) in describe(&config, &run_dir, &target_flags)
+        .iter()
+        .enumerate()
+    {
         if i == 0 {
             tracing::info!("{line}"); // the seed, already printed
         } else {
@@ -638,8 +648,26 @@ pub fn describe(config: &RunConfig, run_dir: &RunDir, target_flags: &str) -> Vec
         )),
     }
     for (k, v) in &config.sets {
-        lines.push(format!("set {k}={v}"));
+        let harness_default = runner::config::HARNESS_DEFAULT_SETTINGS
+            .iter()
+            .any(|(name, value, _)| name == k && value == v);
+        let note = if harness_default {
+            " (harness default)"
+        } else {
+            ""
+        };
+        lines.push(format!("set {k}={v}{note}"));
     }
+    let client = tidewater_workloads::client::ClientConfig::new(BTreeMap::new());
+    lines.push(format!(
+        "client request_timeout_ms={} produce_timeout_ms={} metadata_timeout_ms={} \
+         connect_timeout_ms={} retries={}",
+        client.request_timeout_ms,
+        client.produce_timeout_ms,
+        client.metadata_timeout_ms,
+        client.connect_timeout_ms,
+        client.retries
+    ));
     lines.push(format!("fault schedule: {}", config.schedule));
     if let Some(r) = &config.replay_of {
         lines.push(format!("replaying {r}"));

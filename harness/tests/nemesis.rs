@@ -9,8 +9,8 @@ use std::time::Duration;
 use tidewater::cluster::noop::NoopCluster;
 use tidewater::cluster::Cluster;
 use tidewater::nemesis::{
-    random_plan, Action, Fault, FaultPlan, MemoryRecorder, Nemesis, PartitionState, StaticView,
-    Step, Target,
+    random_plan, Action, ClusterTimeouts, FaultKind, FaultPlan, MemoryRecorder, Nemesis,
+    PartitionState, StaticView, Step, Target,
 };
 use tokio::time::Instant;
 
@@ -278,12 +278,16 @@ async fn steps_past_the_deadline_do_not_run_and_waits_end_at_it() {
 #[tokio::test]
 async fn the_same_seed_injects_the_same_faults() {
     let nodes = names(&["c1", "n1", "n2", "n3"]);
-    let all = [Fault::Kill, Fault::Pause, Fault::Partition];
+    let all = FaultKind::all();
+    let timeouts = ClusterTimeouts {
+        session_timeout_ms: 2_000,
+        replica_lag_time_max_ms: 1_000,
+    };
     let mut runs = vec![];
     for _ in 0..2 {
         let mut rig = rig(99);
         let plan = compress(
-            random_plan(99, &all, 2.0, 60.0, &nodes, "t0/0").unwrap(),
+            random_plan(99, &all, 2.0, 60.0, &nodes, "t0/0", timeouts).unwrap(),
             0.005,
         );
         let started = Instant::now();
@@ -348,4 +352,75 @@ fn targets_resolve_against_brokers_only_unless_they_name_the_controller() {
             "out-of-sync replicas when the ISR is alone"
         );
     });
+}
+
+#[tokio::test]
+async fn a_cut_drops_only_the_links_between_target_and_from() {
+    let mut rig = rig(4);
+    let step = Step {
+        target: Some("leader:t0/0".parse().unwrap()),
+        from: Some("controller+follower:t0/0".parse().unwrap()),
+        bind: Some("cut".into()),
+        ..Step::new(Action::Cut)
+    };
+    rig.nemesis
+        .execute(&step, Instant::now() + Duration::from_secs(5))
+        .await
+        .unwrap();
+    let ops = rig.recorder.ops();
+    assert_eq!(ops[0].f, "start-partition");
+    let grudge = ops[0].value.as_object().unwrap();
+    let drops = |n: &str| -> BTreeSet<String> {
+        grudge
+            .get(n)
+            .map(|d| {
+                d.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // n1 leads; it loses the controller and one follower, and keeps the other.
+    let cut_follower = ["n2", "n3"]
+        .into_iter()
+        .find(|f| drops("n1").contains(*f))
+        .expect("one follower is cut from the leader");
+    let kept = if cut_follower == "n2" { "n3" } else { "n2" };
+    assert_eq!(
+        drops("n1"),
+        BTreeSet::from(["c1".into(), cut_follower.into()])
+    );
+    assert_eq!(drops("c1"), BTreeSet::from(["n1".to_string()]));
+    assert_eq!(drops(cut_follower), BTreeSet::from(["n1".to_string()]));
+    assert!(drops(kept).is_empty(), "{kept} still reaches everyone");
+    assert_eq!(rig.nemesis.bindings()["cut"], names(&["n1"]));
+}
+
+#[tokio::test]
+async fn unions_and_differences_of_targets_resolve_to_nodes() {
+    let mut rig = rig(8);
+    let kill_old = Step {
+        target: Some("leader:t0/0".parse().unwrap()),
+        bind: Some("old".into()),
+        ..Step::new(Action::Pause)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    rig.nemesis.execute(&kill_old, deadline).await.unwrap();
+    let others: Target = "isr:t0/0 except @old".parse().unwrap();
+    assert_eq!(
+        rig.nemesis.resolve(&others).await.unwrap(),
+        names(&["n2", "n3"])
+    );
+    let union: Target = "@old+controller+n1".parse().unwrap();
+    assert_eq!(
+        rig.nemesis.resolve(&union).await.unwrap(),
+        names(&["c1", "n1"])
+    );
+    let nothing: Target = "n1 except @old".parse().unwrap();
+    assert!(
+        rig.nemesis.resolve(&nothing).await.is_err(),
+        "names no node"
+    );
 }

@@ -27,12 +27,18 @@ pub struct ClientConfig {
     /// holds the truth, while a partitioned broker may still believe it leads.
     pub controllers: BTreeMap<String, String>,
     /// Bound on one HTTP request, connect included. A request that exceeds it ends `info`
-    /// for sends (it may have been appended) and `fail` for reads.
+    /// for sends (it may have been appended) and `fail` for reads. Kept well below the
+    /// length of a fault, so a stalled leader costs an op a few seconds, not the fault.
     pub request_timeout_ms: u64,
+    /// Bound on one metadata request: a paused controller must not hold every refresh for
+    /// the whole request timeout before the brokers are asked.
+    pub metadata_timeout_ms: u64,
     /// Bound on establishing the TCP connection: a partitioned node must not stall an op for
     /// the whole request timeout before it can retry elsewhere.
     pub connect_timeout_ms: u64,
-    /// `timeout_ms` passed to produce requests with acks=all (the broker's delayed-produce bound).
+    /// `timeout_ms` passed to produce requests with acks=all (the broker's delayed-produce
+    /// bound). Below `request_timeout_ms`, so a leader that cannot commit answers
+    /// `REQUEST_TIMED_OUT` before the client gives up on it.
     pub produce_timeout_ms: u64,
     /// Retries after certain failures, at most [`RETRIES_MAX`].
     pub retries: u32,
@@ -41,14 +47,18 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// Defaults suited to a chaos test: short timeouts so faults show up as failed ops quickly.
+    /// Defaults suited to a chaos test: timeouts shorter than the faults the harness injects
+    /// (its shortest failover fault lasts 1.5 x `broker.session.timeout.ms`, 6 s with the
+    /// harness's defaults), so clients time out, look the leader up again and follow the
+    /// new leader while the fault still lasts.
     pub fn new(nodes: BTreeMap<String, String>) -> ClientConfig {
         ClientConfig {
             nodes,
             controllers: BTreeMap::new(),
-            request_timeout_ms: 5_000,
-            connect_timeout_ms: 1_000,
-            produce_timeout_ms: 3_000,
+            request_timeout_ms: 3_000,
+            metadata_timeout_ms: 1_000,
+            connect_timeout_ms: 500,
+            produce_timeout_ms: 1_500,
             retries: 2,
             retry_backoff_ms: 100,
         }
@@ -163,6 +173,29 @@ fn retryable(cause: &ErrorCause) -> bool {
             "NOT_LEADER_OR_FOLLOWER" | "LEADER_NOT_AVAILABLE" | "FENCED_LEADER_EPOCH"
         ),
         ErrorCause::Timeout | ErrorCause::Transport => false,
+    }
+}
+
+/// True when the cached leader of a key may be wrong after this failure, so the next request
+/// must look it up in the metadata again (Kafka's producer requests a metadata update after
+/// a timeout, a disconnect and the invalid-metadata errors). `REQUEST_TIMED_OUT` belongs here:
+/// a leader cut off from its followers and the controller keeps answering its clients, but
+/// it cannot commit, and by the time it times out the controller may have elected another.
+/// `NOT_ENOUGH_REPLICAS` (and its after-append form) does not: the ISR changes only through
+/// the controller, so a leader that reports it is one the controller still listens to.
+fn stale_leader(cause: &ErrorCause) -> bool {
+    match cause {
+        ErrorCause::Connect | ErrorCause::NoLeader | ErrorCause::Timeout => true,
+        ErrorCause::Transport => true,
+        ErrorCause::Broker { name, .. } => matches!(
+            name.as_str(),
+            "NOT_LEADER_OR_FOLLOWER"
+                | "LEADER_NOT_AVAILABLE"
+                | "FENCED_LEADER_EPOCH"
+                | "UNKNOWN_LEADER_EPOCH"
+                | "UNKNOWN_TOPIC_OR_PARTITION"
+                | "REQUEST_TIMED_OUT"
+        ),
     }
 }
 
@@ -373,10 +406,11 @@ impl BrokerClient {
         let first = self.metadata_rotation.fetch_add(1, Ordering::Relaxed);
         let rotated = (0..brokers.len()).map(|i| brokers[(first + i) % brokers.len()]);
         for (node, url) in self.config.controllers.iter().chain(rotated) {
-            match self
-                .call(node, self.http.get(format!("{url}/v1/metadata")))
-                .await
-            {
+            let req = self
+                .http
+                .get(format!("{url}/v1/metadata"))
+                .timeout(Duration::from_millis(self.config.metadata_timeout_ms));
+            match self.call(node, req).await {
                 Ok(body) => return Ok((parse_metadata(&body), body)),
                 Err(e) => last = Some(e),
             }
@@ -449,9 +483,10 @@ impl BrokerClient {
                     tokio::time::sleep(Duration::from_millis(self.config.retry_backoff_ms)).await;
                 }
                 Err(e) => {
-                    // A leader that timed out or broke the connection may be cut off or
-                    // paused: ask the metadata again before the next op goes there.
-                    if matches!(e.cause, ErrorCause::Timeout | ErrorCause::Transport) {
+                    // A leader that timed out, broke the connection or could not commit may
+                    // be cut off, paused or deposed: ask the metadata again before the next
+                    // op of this key goes there.
+                    if stale_leader(&e.cause) {
                         self.forget_leader(key);
                     }
                     return Err(e);
@@ -911,6 +946,72 @@ mod tests {
         match client.send("t0/0", 5, "1").await {
             Outcome::Ok(sent) => assert_eq!(sent.offset, Some(0)),
             other => panic!("expected ok after one retry, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn timeouts_and_leadership_errors_make_the_leader_stale() {
+        for name in [
+            "REQUEST_TIMED_OUT",
+            "NOT_LEADER_OR_FOLLOWER",
+            "FENCED_LEADER_EPOCH",
+        ] {
+            assert!(stale_leader(&broker(name)), "{name}");
+        }
+        assert!(!stale_leader(&broker("NOT_ENOUGH_REPLICAS")));
+        assert!(stale_leader(&ErrorCause::Timeout));
+        assert!(stale_leader(&ErrorCause::Transport));
+        assert!(!stale_leader(&broker("OFFSET_OUT_OF_RANGE")));
+        assert!(!stale_leader(&broker("MESSAGE_TOO_LARGE")));
+    }
+
+    #[tokio::test]
+    async fn a_leader_that_times_out_is_looked_up_again_before_the_next_send() {
+        // n1 still believes it leads but cannot commit: it answers REQUEST_TIMED_OUT. The
+        // controller meanwhile has elected n2, and the next send must go there.
+        let old = canned_server(vec![(
+            408,
+            json!({"error": "REQUEST_TIMED_OUT", "message": "not committed in time"}),
+        )])
+        .await;
+        let controller = canned_server(vec![(
+            200,
+            json!({"topics": [{"name": "t0", "partitions": [
+                {"partition": 0, "leader": 2, "leader_epoch": 3, "replicas": [1, 2, 3], "isr": [2, 3]}]}]}),
+        )])
+        .await;
+        let new = canned_server(vec![(200, json!({"offsets": [4], "high_watermark": 5}))]).await;
+        let client = BrokerClient::new(ClientConfig {
+            controllers: BTreeMap::from([("c1".to_string(), controller)]),
+            retry_backoff_ms: 1,
+            ..ClientConfig::new(BTreeMap::from([
+                ("n1".to_string(), old),
+                ("n2".to_string(), new),
+            ]))
+        });
+        client
+            .leaders
+            .lock()
+            .unwrap()
+            .insert("t0/0".into(), "n1".into());
+        match client.send("t0/0", 1, "all").await {
+            Outcome::Info(e) => {
+                assert_eq!(e.cause.name(), "REQUEST_TIMED_OUT");
+                assert_eq!(e.node.as_deref(), Some("n1"));
+            }
+            other => panic!("expected info from the old leader, got {other:?}"),
+        }
+        assert_eq!(
+            client.cached_leader("t0/0"),
+            None,
+            "the old leader is forgotten"
+        );
+        match client.send("t0/0", 2, "all").await {
+            Outcome::Ok(sent) => {
+                assert_eq!(sent.node, "n2");
+                assert_eq!(sent.offset, Some(4));
+            }
+            other => panic!("expected ok from the new leader, got {other:?}"),
         }
     }
 

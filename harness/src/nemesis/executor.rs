@@ -153,6 +153,29 @@ impl Nemesis {
         let all = self.cluster.node_names();
         match step.action {
             Action::Isolate => self.partition(net::isolate(&all, &nodes)).await,
+            Action::Cut => {
+                let Some(from) = &step.from else {
+                    return Err("cut needs from".into());
+                };
+                let from_nodes = match self.resolve(from).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        let e = format!("from {from}: {e}");
+                        self.record(
+                            "start-partition",
+                            json!({"from": from.to_string()}),
+                            Some(e.clone()),
+                        );
+                        return Err(e);
+                    }
+                };
+                let target: Vec<String> = nodes
+                    .iter()
+                    .filter(|n| !from_nodes.contains(n))
+                    .cloned()
+                    .collect();
+                self.partition(net::complete(&[target, from_nodes])).await
+            }
             Action::CutClients => self.partition(net::cut_clients(&nodes)).await,
             Action::Partition => {
                 let grudge = match (&step.grudge, step.kind) {
@@ -185,9 +208,10 @@ impl Nemesis {
                 self.on_nodes("stop-pause", &nodes, |c, n| c.resume(n))
                     .await
             }
-            Action::WaitForIsrShrink | Action::WaitForIsrExpand | Action::WaitForLeader => {
-                self.wait(step, &nodes, deadline).await
-            }
+            Action::WaitForIsrShrink
+            | Action::WaitForIsrExpand
+            | Action::WaitForLeader
+            | Action::WaitForIsrFull => self.wait(step, &nodes, deadline).await,
         }
     }
 
@@ -269,6 +293,45 @@ impl Nemesis {
 
     /// The nodes a target names now.
     pub async fn resolve(&mut self, target: &Target) -> Result<Vec<String>, String> {
+        let nodes = self.resolve_any(target).await?;
+        if nodes.is_empty() {
+            return Err("names no node".into());
+        }
+        Ok(nodes)
+    }
+
+    /// The nodes a target names now, possibly none (a difference may leave nothing).
+    fn resolve_any<'a>(
+        &'a mut self,
+        target: &'a Target,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<String>, String>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            match target {
+                Target::Union(parts) => {
+                    let mut nodes = Vec::new();
+                    for part in parts {
+                        for n in self.resolve_any(part).await? {
+                            if !nodes.contains(&n) {
+                                nodes.push(n);
+                            }
+                        }
+                    }
+                    nodes.sort_by_key(|n| node_order(n));
+                    Ok(nodes)
+                }
+                Target::Except(left, right) => {
+                    let left = self.resolve_any(left).await?;
+                    let right = self.resolve_any(right).await?;
+                    Ok(left.into_iter().filter(|n| !right.contains(n)).collect())
+                }
+                simple => self.resolve_simple(simple).await,
+            }
+        })
+    }
+
+    /// The nodes a target that is neither a union nor a difference names now.
+    async fn resolve_simple(&mut self, target: &Target) -> Result<Vec<String>, String> {
         let brokers = self.cluster.broker_names();
         let pick = |k: usize, from: &[String], rng: &mut StdRng| -> Result<Vec<String>, String> {
             if k == 0 || from.len() < k {
@@ -313,10 +376,10 @@ impl Nemesis {
                 .get(name)
                 .cloned()
                 .ok_or_else(|| format!("@{name} is not bound"))?,
+            Target::Union(_) | Target::Except(..) => {
+                unreachable!("resolve_any handles compound targets")
+            }
         };
-        if nodes.is_empty() {
-            return Err("names no node".into());
-        }
         Ok(nodes)
     }
 
@@ -331,6 +394,9 @@ impl Nemesis {
             let holds = state.as_ref().is_some_and(|s| match step.action {
                 Action::WaitForIsrShrink => nodes.iter().all(|n| !s.isr.contains(n)),
                 Action::WaitForIsrExpand => nodes.iter().all(|n| s.isr.contains(n)),
+                Action::WaitForIsrFull => {
+                    !s.replicas.is_empty() && s.replicas.iter().all(|n| s.isr.contains(n))
+                }
                 _ => s
                     .leader
                     .as_ref()
@@ -362,7 +428,7 @@ pub fn fault_kind(action: Action) -> Option<&'static str> {
 /// The history `f` of an action's (first) operation.
 fn op_name(action: Action) -> &'static str {
     match action {
-        Action::Isolate | Action::Partition | Action::CutClients => "start-partition",
+        Action::Isolate | Action::Partition | Action::Cut | Action::CutClients => "start-partition",
         Action::Heal => "stop-partition",
         Action::Kill | Action::Stop | Action::Restart => "start-kill",
         Action::Start => "stop-kill",

@@ -3,8 +3,9 @@
 //!
 //! - [`target`]: which nodes a step hits (`one`, `majority`, `leader:t0/0`, `@bound`, `n1,n2`).
 //! - [`plan`]: fault plans, timed steps in TOML; the shipped ones live in `harness/plans/`.
-//! - [`schedule`]: the random schedule for `--nemesis kill,pause,partition`, resolved up front
-//!   into a plan, so it is stored with the run and `--replay` repeats it.
+//! - [`schedule`]: the random schedule for `--nemesis kill,pause,partition`: weighted fault
+//!   kinds, lengths drawn against the cluster's timeouts, resolved up front into a plan, so it
+//!   is stored with the run and `--replay` repeats it.
 //! - [`view`]: partition metadata (leader, ISR) the nemesis resolves targets against.
 //! - [`executor`]: runs a plan against a [`crate::cluster::Cluster`], then the final step that
 //!   heals, resumes and starts everything.
@@ -22,7 +23,7 @@ pub mod view;
 
 pub use executor::{fault_kind, Nemesis};
 pub use plan::{Action, FaultPlan, PartitionKind, Step};
-pub use schedule::{random_plan, Fault};
+pub use schedule::{parse_faults, random_plan, ClusterTimeouts, Fault, FaultKind};
 pub use target::Target;
 pub use view::{ClusterView, HttpView, PartitionState, StaticView};
 

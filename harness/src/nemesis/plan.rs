@@ -54,6 +54,13 @@ pub const BUILTIN_PLANS: &[(&str, &str)] = &[
         "partition-shapes",
         include_str!("../../plans/partition-shapes.toml"),
     ),
+    ("failback", include_str!("../../plans/failback.toml")),
+    ("leader-cut", include_str!("../../plans/leader-cut.toml")),
+    ("kill-isr", include_str!("../../plans/kill-isr.toml")),
+    (
+        "cut-clients-leader",
+        include_str!("../../plans/cut-clients-leader.toml"),
+    ),
 ];
 
 /// What a step does.
@@ -64,6 +71,8 @@ pub enum Action {
     Isolate,
     /// Apply a partition: `kind` (drawn at random) or an explicit `grudge`.
     Partition,
+    /// Cut the target nodes from the `from` nodes, both ways; every other link stays up.
+    Cut,
     /// Cut the harness host (clients) from the target nodes.
     CutClients,
     /// Remove every network fault.
@@ -86,6 +95,8 @@ pub enum Action {
     WaitForIsrExpand,
     /// Wait until `key` has a leader (one of the target nodes, if a target is given).
     WaitForLeader,
+    /// Wait until every replica of `key` is in its ISR.
+    WaitForIsrFull,
 }
 
 impl Action {
@@ -94,6 +105,7 @@ impl Action {
         match self {
             Action::Isolate => "isolate",
             Action::Partition => "partition",
+            Action::Cut => "cut",
             Action::CutClients => "cut-clients",
             Action::Heal => "heal",
             Action::Kill => "kill",
@@ -105,20 +117,24 @@ impl Action {
             Action::WaitForIsrShrink => "wait-for-isr-shrink",
             Action::WaitForIsrExpand => "wait-for-isr-expand",
             Action::WaitForLeader => "wait-for-leader",
+            Action::WaitForIsrFull => "wait-for-isr-full",
         }
     }
 
     fn needs_target(self) -> bool {
         !matches!(
             self,
-            Action::Heal | Action::Partition | Action::WaitForLeader
+            Action::Heal | Action::Partition | Action::WaitForLeader | Action::WaitForIsrFull
         )
     }
 
     fn is_wait(self) -> bool {
         matches!(
             self,
-            Action::WaitForIsrShrink | Action::WaitForIsrExpand | Action::WaitForLeader
+            Action::WaitForIsrShrink
+                | Action::WaitForIsrExpand
+                | Action::WaitForLeader
+                | Action::WaitForIsrFull
         )
     }
 }
@@ -152,6 +168,9 @@ pub struct Step {
     /// Which nodes (see [`Target`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Target>,
+    /// For `cut`: the nodes the target is cut from (resolved after the target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Target>,
     /// For `partition`: a random shape.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<PartitionKind>,
@@ -180,6 +199,7 @@ impl Step {
             after_s: None,
             action,
             target: None,
+            from: None,
             kind: None,
             grudge: None,
             key: None,
@@ -284,6 +304,9 @@ impl FaultPlan {
             if step.action.needs_target() && step.target.is_none() {
                 return Err(at("needs a target".into()));
             }
+            if (step.action == Action::Cut) != step.from.is_some() {
+                return Err(at("from is for cut, and cut needs it".into()));
+            }
             if step.action == Action::Partition && step.kind.is_some() == step.grudge.is_some() {
                 return Err(at("partition needs exactly one of kind or grudge".into()));
             }
@@ -295,8 +318,8 @@ impl FaultPlan {
                     return Err(at(format!("timeout_s above {WAIT_TIMEOUT_MAX_S}")));
                 }
             }
-            if let Some(Target::Bound(name)) = &step.target {
-                if !bound.contains(name) {
+            for target in [&step.target, &step.from].into_iter().flatten() {
+                if let Some(name) = target.bindings().find(|n| !bound.contains(*n)) {
                     return Err(at(format!("@{name} is not bound by an earlier step")));
                 }
             }
@@ -389,6 +412,18 @@ mod tests {
                 "@x is not bound",
             ),
             ("[[step]]\naction = \"wait-for-leader\"\n", "needs a key"),
+            (
+                "[[step]]\naction = \"cut\"\ntarget = \"n1\"\n",
+                "cut needs it",
+            ),
+            (
+                "[[step]]\naction = \"isolate\"\ntarget = \"n1\"\nfrom = \"n2\"\n",
+                "from is for cut",
+            ),
+            (
+                "[[step]]\naction = \"kill\"\ntarget = \"isr:t0/0 except @old\"\n",
+                "@old is not bound",
+            ),
             (
                 "[[step]]\naction = \"wait-for-leader\"\nkey = \"t0/0\"\ntimeout_s = 9999\n",
                 "timeout_s above",

@@ -1,12 +1,27 @@
 //! The random schedule behind `--nemesis kill,pause,partition --nemesis-interval SECS`.
 //!
-//! Like Jepsen's, it alternates quiet and faulty intervals: at 1×interval a fault starts, at
-//! 2×interval it stops, at 3×interval the next starts, and so on. Everything random is drawn
-//! here from the seed and written into the plan as concrete nodes and grudges, except targets
-//! that depend on the cluster at that moment (the leader of a partition); the plan is stored
-//! with the run, so `--replay` repeats the same faults.
+//! A weighted choice of fault actions, as TigerBeetle's Vortex picks from a weighted enum, of
+//! which several are compositions, as Jepsen composes nemeses: each fault is a short script
+//! of steps (isolate the leader, heal, wait for it to rejoin, kill the others...). The kinds
+//! include the shapes that expose replication bugs: the leader cut from its followers and the
+//! controller while clients still reach it; a new leader taking writes, then leadership
+//! failing back to the old one; the leader cut from the controller and one follower while that
+//! follower still reaches the controller. See [`FaultKind`] and `docs/nemesis.md`.
+//!
+//! Fault lengths are drawn relative to the cluster's own timeouts ([`ClusterTimeouts`]): a
+//! fault meant to move leadership lasts 1.5 to 3 times the longer of
+//! `broker.session.timeout.ms` and `replica.lag.time.max.ms`, so the controller fences the
+//! old leader, a new one is elected and takes writes while the fault still lasts. Between two
+//! faults the cluster gets a recovery gap of about `--nemesis-interval` seconds.
+//!
+//! Everything random is drawn here from the seed and written into an ordinary [`FaultPlan`],
+//! with concrete nodes and grudges, except targets that depend on the cluster at that moment
+//! (the leader of a partition, its ISR); the plan is stored with the run, so `--replay`
+//! repeats the same faults. Steps are chained with `after_s` (each runs that long after the
+//! previous one finished), so a fault whose wait takes longer pushes the next fault back
+//! instead of overlapping it.
 
-use super::plan::{Action, FaultPlan, PlanError, Step};
+use super::plan::{Action, FaultPlan, PlanError, Step, STEPS_MAX};
 use super::target::Target;
 use crate::cluster::CONTROLLER;
 use crate::net;
@@ -14,6 +29,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Mixed into the run's seed so the schedule's draws differ from the nemesis's and the
 /// workload's.
@@ -22,11 +38,20 @@ const SEED_SALT: u64 = 0x7363_6865_6475_6c65;
 /// Shortest interval accepted, so faults have time to take effect.
 pub const INTERVAL_MIN_S: f64 = 1.0;
 
-/// A kind of fault the random schedule may inject.
+/// The broker's own defaults (Kafka's session timeout; the broker's replica lag bound), used
+/// when a run's settings name neither.
+pub const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 9_000;
+/// See [`BROKER_SESSION_TIMEOUT_MS_DEFAULT`].
+pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: u64 = 30_000;
+
+/// Bound on a wait inside a random fault, whatever the timeouts: a fault must not hang the run.
+const WAIT_TIMEOUT_MAX_S: f64 = 120.0;
+
+/// A family of faults, as named on the command line: `--nemesis kill,pause,partition`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Fault {
-    /// SIGKILL nodes, start them again.
+    /// SIGKILL or stop nodes, start them again.
     Kill,
     /// SIGSTOP nodes, SIGCONT them.
     Pause,
@@ -34,39 +59,254 @@ pub enum Fault {
     Partition,
 }
 
-/// Parses `--nemesis`: a comma-separated list of `kill`, `pause`, `partition`, or `none`.
-pub fn parse_faults(s: &str) -> Result<Vec<Fault>, PlanError> {
+impl Fault {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Pause => "pause",
+            Fault::Partition => "partition",
+        }
+    }
+}
+
+/// One kind of fault the random schedule draws. Each is a short script of plan steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    /// The leader of the key cut from every other node; clients still reach it.
+    IsolateLeader,
+    /// The leader cut from the controller and one in-sync follower, while that follower
+    /// still reaches the controller (and the other follower reaches everyone).
+    LeaderCut,
+    /// Diverge, then fail back: isolate the leader (it may append what it can never commit),
+    /// heal, wait until it is back in the ISR following the new leader, then kill every other
+    /// in-sync replica so leadership returns to it, and start them again.
+    Failback,
+    /// One random node cut from all others.
+    IsolateOne,
+    /// The controller cut from every broker.
+    IsolateController,
+    /// A random split in two over every node.
+    Halves,
+    /// Every node sees a different majority.
+    MajoritiesRing,
+    /// Two halves joined by one node.
+    Bridge,
+    /// The harness host (clients) cut from the leader; its peers still reach it.
+    CutClientsLeader,
+    /// SIGSTOP the leader: sometimes shorter than the session timeout (no failover, the
+    /// resumed leader never learns it was gone), mostly longer.
+    PauseLeader,
+    /// SIGSTOP one random broker.
+    PauseOne,
+    /// SIGSTOP the controller.
+    PauseController,
+    /// SIGKILL the leader.
+    KillLeader,
+    /// SIGKILL one random broker.
+    KillOne,
+    /// SIGKILL a random minority of the brokers.
+    KillMinority,
+    /// SIGKILL every in-sync replica of the key: the partition is offline until they return.
+    KillIsr,
+    /// Restart every broker in turn (graceful stop, start), each after the key's ISR is full
+    /// again, as an operator's rolling upgrade would.
+    RollingRestart,
+}
+
+/// What the schedule knows about a kind: its name, the families it needs, its weight.
+struct KindInfo {
+    kind: FaultKind,
+    name: &'static str,
+    /// Drawn only when every one of these families is enabled.
+    families: &'static [Fault],
+    /// Relative chance of being drawn among the enabled kinds.
+    weight: u32,
+}
+
+/// Every kind, with weights that favour the shapes that move leadership while writes go on
+/// (they expose truncation and epoch bugs); the classic shapes stay, less often.
+const KINDS: &[KindInfo] = &[
+    kind(
+        FaultKind::IsolateLeader,
+        "isolate-leader",
+        &[Fault::Partition],
+        4,
+    ),
+    kind(FaultKind::LeaderCut, "leader-cut", &[Fault::Partition], 3),
+    kind(
+        FaultKind::Failback,
+        "failback",
+        &[Fault::Partition, Fault::Kill],
+        3,
+    ),
+    kind(FaultKind::IsolateOne, "isolate-one", &[Fault::Partition], 1),
+    kind(
+        FaultKind::IsolateController,
+        "isolate-controller",
+        &[Fault::Partition],
+        1,
+    ),
+    kind(FaultKind::Halves, "halves", &[Fault::Partition], 1),
+    kind(
+        FaultKind::MajoritiesRing,
+        "majorities-ring",
+        &[Fault::Partition],
+        1,
+    ),
+    kind(FaultKind::Bridge, "bridge", &[Fault::Partition], 1),
+    kind(
+        FaultKind::CutClientsLeader,
+        "cut-clients-leader",
+        &[Fault::Partition],
+        1,
+    ),
+    kind(FaultKind::PauseLeader, "pause-leader", &[Fault::Pause], 4),
+    kind(FaultKind::PauseOne, "pause-one", &[Fault::Pause], 1),
+    kind(
+        FaultKind::PauseController,
+        "pause-controller",
+        &[Fault::Pause],
+        1,
+    ),
+    kind(FaultKind::KillLeader, "kill-leader", &[Fault::Kill], 3),
+    kind(FaultKind::KillOne, "kill-one", &[Fault::Kill], 1),
+    kind(FaultKind::KillMinority, "kill-minority", &[Fault::Kill], 1),
+    kind(FaultKind::KillIsr, "kill-isr", &[Fault::Kill], 1),
+    kind(
+        FaultKind::RollingRestart,
+        "rolling-restart",
+        &[Fault::Kill],
+        1,
+    ),
+];
+
+const fn kind(
+    kind: FaultKind,
+    name: &'static str,
+    families: &'static [Fault],
+    weight: u32,
+) -> KindInfo {
+    KindInfo {
+        kind,
+        name,
+        families,
+        weight,
+    }
+}
+
+fn info(kind: FaultKind) -> &'static KindInfo {
+    KINDS
+        .iter()
+        .find(|k| k.kind == kind)
+        .expect("every kind is listed in KINDS")
+}
+
+impl FaultKind {
+    /// The name on the command line and in notes (`isolate-leader`).
+    pub fn name(self) -> &'static str {
+        info(self).name
+    }
+
+    /// Every kind, in the order of [`KINDS`].
+    pub fn all() -> Vec<FaultKind> {
+        KINDS.iter().map(|k| k.kind).collect()
+    }
+}
+
+/// The cluster's own timeouts, which fault lengths are drawn against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterTimeouts {
+    /// `broker.session.timeout.ms`: how long a broker that stopped heartbeating stays leader.
+    pub session_timeout_ms: u64,
+    /// `replica.lag.time.max.ms`: how long a stalled follower stays in the ISR.
+    pub replica_lag_time_max_ms: u64,
+}
+
+impl ClusterTimeouts {
+    /// The timeouts a run's `--set` settings give, the broker's defaults for those not set.
+    pub fn from_settings(sets: &BTreeMap<String, String>) -> Result<ClusterTimeouts, String> {
+        let ms = |name: &str, default: u64| -> Result<u64, String> {
+            match sets.get(name) {
+                None => Ok(default),
+                Some(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .ok_or_else(|| format!("{name}={v}: expected a positive number of ms")),
+            }
+        };
+        Ok(ClusterTimeouts {
+            session_timeout_ms: ms(
+                "broker.session.timeout.ms",
+                BROKER_SESSION_TIMEOUT_MS_DEFAULT,
+            )?,
+            replica_lag_time_max_ms: ms(
+                "replica.lag.time.max.ms",
+                REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+            )?,
+        })
+    }
+
+    /// The session timeout in seconds.
+    fn session_s(&self) -> f64 {
+        self.session_timeout_ms as f64 / 1000.0
+    }
+
+    /// The longer of the two, in seconds: a fault must outlast it for both fencing and an
+    /// ISR shrink to happen.
+    fn failover_s(&self) -> f64 {
+        self.session_timeout_ms.max(self.replica_lag_time_max_ms) as f64 / 1000.0
+    }
+}
+
+/// Parses `--nemesis`: a comma-separated list of families (`kill`, `pause`, `partition`) and
+/// kind names (`isolate-leader`, `failback`, ...), or `none`. A family enables every kind all
+/// of whose families are listed; a kind name enables that kind alone. Returns the kinds in
+/// the order of the weight table, each once.
+pub fn parse_faults(s: &str) -> Result<Vec<FaultKind>, PlanError> {
     if s.trim() == "none" {
         return Ok(vec![]);
     }
-    let mut faults = vec![];
+    let mut families = vec![];
+    let mut named = vec![];
     for word in s.split(',').map(str::trim) {
-        let fault = match word {
-            "kill" => Fault::Kill,
-            "pause" => Fault::Pause,
-            "partition" => Fault::Partition,
-            other => {
-                return Err(PlanError(format!(
-                    "--nemesis {other:?}: expected kill, pause, partition (comma-separated) or none"
-                )))
-            }
-        };
-        if !faults.contains(&fault) {
-            faults.push(fault);
+        match word {
+            "kill" => families.push(Fault::Kill),
+            "pause" => families.push(Fault::Pause),
+            "partition" => families.push(Fault::Partition),
+            other => match KINDS.iter().find(|k| k.name == other) {
+                Some(k) => named.push(k.kind),
+                None => {
+                    let names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+                    return Err(PlanError(format!(
+                        "--nemesis {other:?}: expected kill, pause, partition, a fault kind ({}) \
+                         (comma-separated) or none",
+                        names.join(", ")
+                    )));
+                }
+            },
         }
     }
-    Ok(faults)
+    Ok(KINDS
+        .iter()
+        .filter(|k| named.contains(&k.kind) || k.families.iter().all(|f| families.contains(f)))
+        .map(|k| k.kind)
+        .collect())
 }
 
 /// Draws a schedule for a main phase of `time_limit_s` seconds over `nodes` (controller
-/// `c1` and brokers `n1..`), faults from `faults`, partition-relative targets on `leader_key`.
+/// `c1` and brokers `n1..`): faults of the given kinds, separated by recovery gaps of about
+/// `interval_s`, partition-relative targets on `key`, lengths drawn against `timeouts`.
 pub fn random_plan(
     seed: u64,
-    faults: &[Fault],
+    faults: &[FaultKind],
     interval_s: f64,
     time_limit_s: f64,
     nodes: &[String],
-    leader_key: &str,
+    key: &str,
+    timeouts: ClusterTimeouts,
 ) -> Result<FaultPlan, PlanError> {
     if !(interval_s >= INTERVAL_MIN_S && interval_s.is_finite()) {
         return Err(PlanError(format!(
@@ -77,61 +317,39 @@ pub fn random_plan(
     if brokers.is_empty() {
         return Err(PlanError("a schedule needs at least one broker".into()));
     }
+    let draw = Draw {
+        nodes,
+        brokers: &brokers,
+        key,
+        timeouts,
+    };
     let mut rng = StdRng::seed_from_u64(seed ^ SEED_SALT);
-    let mut steps = vec![];
-    let mut cycle = 0;
-    while !faults.is_empty() {
-        let start_s = interval_s * (2 * cycle + 1) as f64;
-        if start_s >= time_limit_s {
+    let mut steps: Vec<Step> = vec![];
+    let mut elapsed_s = 0.0;
+    let mut index = 0;
+    while !faults.is_empty() && steps.len() + 32 <= STEPS_MAX {
+        let gap_s = round(interval_s * rng.gen_range(0.75..=1.5));
+        if elapsed_s + gap_s >= time_limit_s {
             break;
         }
-        let stop_s = start_s + interval_s;
-        let fault = *faults.choose(&mut rng).expect("faults is not empty");
-        let bind = format!("f{cycle}");
-        let (start, stop) = match fault {
-            Fault::Kill => node_fault(
-                &mut rng,
-                &brokers,
-                leader_key,
-                Action::Kill,
-                Action::Start,
-                &bind,
-            ),
-            Fault::Pause => node_fault(
-                &mut rng,
-                &brokers,
-                leader_key,
-                Action::Pause,
-                Action::Resume,
-                &bind,
-            ),
-            Fault::Partition => partition_fault(&mut rng, nodes, leader_key),
-        };
-        steps.push(Step {
-            at_s: Some(start_s),
-            ..start
-        });
-        if stop_s < time_limit_s {
-            steps.push(Step {
-                at_s: Some(stop_s),
-                ..stop
-            });
-        }
-        cycle += 1;
+        let kind = choose_kind(&mut rng, faults);
+        let (mut fault, length_s) = draw.fault(&mut rng, kind, &format!("f{index}"));
+        fault[0].after_s = Some(gap_s);
+        fault[0].note = Some(format!("f{index}: {}", kind.name()));
+        steps.extend(fault);
+        elapsed_s += gap_s + length_s;
+        index += 1;
     }
-    let names: Vec<&str> = faults
-        .iter()
-        .map(|f| match f {
-            Fault::Kill => "kill",
-            Fault::Pause => "pause",
-            Fault::Partition => "partition",
-        })
-        .collect();
+    let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();
     let plan = FaultPlan {
         name: "random".into(),
         description: format!(
-            "random schedule: faults {} every {interval_s} s for {time_limit_s} s, seed {seed}",
-            names.join(",")
+            "random schedule, seed {seed}: faults {} for {time_limit_s} s, recovery gaps of \
+             about {interval_s} s, lengths against broker.session.timeout.ms={} and \
+             replica.lag.time.max.ms={}",
+            names.join(","),
+            timeouts.session_timeout_ms,
+            timeouts.replica_lag_time_max_ms
         ),
         step: steps,
     };
@@ -139,101 +357,249 @@ pub fn random_plan(
     Ok(plan)
 }
 
-/// Kill or pause: which brokers, and the step that undoes it.
-fn node_fault(
-    rng: &mut StdRng,
-    brokers: &[String],
-    leader_key: &str,
-    on: Action,
-    off: Action,
-    bind: &str,
-) -> (Step, Step) {
-    // Weights favour single-node faults and the leader, which exercise elections most.
-    let choices: [(u32, &str); 6] = [
-        (3, "one"),
-        (2, "minority"),
-        (1, "majority"),
-        (1, "all"),
-        (3, "leader"),
-        (1, "controller"),
-    ];
-    let total: u32 = choices.iter().map(|c| c.0).sum();
-    let mut roll = rng.gen_range(0..total);
-    let choice = choices
-        .iter()
-        .find(|(w, _)| {
-            let hit = roll < *w;
-            roll = roll.saturating_sub(*w);
-            hit
-        })
-        .map_or("one", |c| c.1);
-    let count = match choice {
-        "minority" => (brokers.len() / 2).max(1),
-        "majority" => brokers.len() / 2 + 1,
-        "all" => brokers.len(),
-        _ => 1,
-    };
-    let target = match choice {
-        "leader" => Target::Leader(leader_key.to_string()),
-        "controller" => Target::Nodes(vec![CONTROLLER.to_string()]),
-        _ => {
-            let mut chosen: Vec<String> = brokers.choose_multiple(rng, count).cloned().collect();
-            chosen.sort_by_key(|n| n[1..].parse::<u32>().unwrap_or(u32::MAX));
-            Target::Nodes(chosen)
-        }
-    };
-    let start = Step {
-        target: Some(target),
-        bind: Some(bind.to_string()),
-        ..Step::new(on)
-    };
-    let stop = Step {
-        target: Some(Target::Bound(bind.to_string())),
-        ..Step::new(off)
-    };
-    (start, stop)
+/// Rounds seconds to milliseconds, so stored plans read well.
+fn round(s: f64) -> f64 {
+    (s * 1000.0).round() / 1000.0
 }
 
-/// A partition shape over every node, and the heal after it.
-fn partition_fault(rng: &mut StdRng, nodes: &[String], leader_key: &str) -> (Step, Step) {
-    let mut shuffled = nodes.to_vec();
-    shuffled.shuffle(rng);
-    let shapes = [
-        "isolate-one",
-        "halves",
-        "majorities-ring",
-        "bridge",
-        "isolate-leader",
-        "isolate-controller",
-    ];
-    let shape = *shapes.choose(rng).expect("shapes is not empty");
-    let start = match shape {
-        "isolate-leader" => Step {
-            target: Some(Target::Leader(leader_key.to_string())),
-            ..Step::new(Action::Isolate)
-        },
-        "isolate-controller" => Step {
-            target: Some(Target::Nodes(vec![CONTROLLER.to_string()])),
-            ..Step::new(Action::Isolate)
-        },
-        "isolate-one" => Step {
-            target: Some(Target::Nodes(vec![shuffled[0].clone()])),
-            ..Step::new(Action::Isolate)
-        },
-        _ => {
-            let grudge = match shape {
-                "halves" => net::halves(&shuffled),
-                "majorities-ring" => net::majorities_ring(&shuffled),
-                _ => net::bridge(&shuffled),
-            };
-            Step {
-                grudge: Some(grudge),
-                note: Some(shape.to_string()),
-                ..Step::new(Action::Partition)
-            }
+/// A weighted draw among the enabled kinds.
+fn choose_kind(rng: &mut StdRng, faults: &[FaultKind]) -> FaultKind {
+    let enabled: Vec<&KindInfo> = KINDS.iter().filter(|k| faults.contains(&k.kind)).collect();
+    let total: u32 = enabled.iter().map(|k| k.weight).sum();
+    let mut roll = rng.gen_range(0..total);
+    for k in &enabled {
+        if roll < k.weight {
+            return k.kind;
         }
-    };
-    (start, Step::new(Action::Heal))
+        roll -= k.weight;
+    }
+    unreachable!("the roll is below the total weight")
+}
+
+/// What one fault is drawn over.
+struct Draw<'a> {
+    /// Every node, controller included.
+    nodes: &'a [String],
+    /// The brokers.
+    brokers: &'a [String],
+    /// The partition whose leader, followers and ISR partition-relative faults aim at.
+    key: &'a str,
+    /// The cluster's timeouts.
+    timeouts: ClusterTimeouts,
+}
+
+/// A step with an action and an optional target string (always a valid one).
+fn step(action: Action, target: Option<String>) -> Step {
+    Step {
+        target: target.map(|t| t.parse::<Target>().expect("schedule targets parse")),
+        ..Step::new(action)
+    }
+}
+
+/// `step` with a binding.
+fn bound(action: Action, target: String, bind: &str) -> Step {
+    Step {
+        bind: Some(bind.to_string()),
+        ..step(action, Some(target))
+    }
+}
+
+/// `step` that runs `after_s` after the previous one.
+fn after(after_s: f64, s: Step) -> Step {
+    Step {
+        after_s: Some(round(after_s)),
+        ..s
+    }
+}
+
+impl Draw<'_> {
+    /// `lo..=hi` times the failover time, in seconds.
+    fn failover(&self, rng: &mut StdRng, lo: f64, hi: f64) -> f64 {
+        round(self.timeouts.failover_s() * rng.gen_range(lo..=hi))
+    }
+
+    /// The bound of a wait for the cluster to heal itself after a fault.
+    fn wait_bound_s(&self) -> f64 {
+        (5.0 * self.timeouts.failover_s()).clamp(30.0, WAIT_TIMEOUT_MAX_S)
+    }
+
+    fn wait(&self, action: Action, target: Option<String>) -> Step {
+        Step {
+            key: Some(self.key.to_string()),
+            timeout_s: Some(self.wait_bound_s()),
+            ..step(action, target)
+        }
+    }
+
+    /// `count` random brokers, sorted, as a target string.
+    fn random_brokers(&self, rng: &mut StdRng, count: usize) -> String {
+        let mut chosen: Vec<String> = self
+            .brokers
+            .choose_multiple(rng, count.clamp(1, self.brokers.len()))
+            .cloned()
+            .collect();
+        chosen.sort_by_key(|n| n[1..].parse::<u32>().unwrap_or(u32::MAX));
+        chosen.join(",")
+    }
+
+    /// A node fault (kill, pause) on `target` for `length_s`, undone by `off`.
+    fn node_fault(
+        &self,
+        on: Action,
+        off: Action,
+        target: String,
+        bind: &str,
+        length_s: f64,
+    ) -> (Vec<Step>, f64) {
+        let steps = vec![
+            bound(on, target, bind),
+            after(length_s, step(off, Some(format!("@{bind}")))),
+        ];
+        (steps, length_s)
+    }
+
+    /// A network fault started by `start`, healed after `length_s`.
+    fn net_fault(&self, start: Step, length_s: f64) -> (Vec<Step>, f64) {
+        (
+            vec![start, after(length_s, step(Action::Heal, None))],
+            length_s,
+        )
+    }
+
+    /// The steps of one fault (the first one's `after_s` is set by the caller) and its
+    /// nominal length in seconds (waits counted as instant).
+    fn fault(&self, rng: &mut StdRng, kind: FaultKind, bind: &str) -> (Vec<Step>, f64) {
+        let key = self.key;
+        let leader = format!("leader:{key}");
+        match kind {
+            FaultKind::IsolateLeader => {
+                let length = self.failover(rng, 1.5, 3.0);
+                self.net_fault(bound(Action::Isolate, leader, bind), length)
+            }
+            FaultKind::LeaderCut => {
+                let length = self.failover(rng, 1.5, 3.0);
+                let cut = Step {
+                    from: Some(
+                        format!("controller+follower:{key}")
+                            .parse()
+                            .expect("a valid target"),
+                    ),
+                    ..bound(Action::Cut, leader, bind)
+                };
+                self.net_fault(cut, length)
+            }
+            FaultKind::Failback => self.failback(rng, bind),
+            FaultKind::IsolateOne => {
+                let length = self.failover(rng, 1.0, 3.0);
+                let node = self.nodes.choose(rng).expect("nodes are not empty").clone();
+                self.net_fault(bound(Action::Isolate, node, bind), length)
+            }
+            FaultKind::IsolateController => {
+                let length = self.failover(rng, 1.0, 3.0);
+                let isolate = bound(Action::Isolate, CONTROLLER.to_string(), bind);
+                self.net_fault(isolate, length)
+            }
+            FaultKind::Halves | FaultKind::MajoritiesRing | FaultKind::Bridge => {
+                let length = self.failover(rng, 1.0, 3.0);
+                let mut shuffled = self.nodes.to_vec();
+                shuffled.shuffle(rng);
+                let (grudge, shape) = match kind {
+                    FaultKind::Halves => (net::halves(&shuffled), "halves"),
+                    FaultKind::MajoritiesRing => {
+                        (net::majorities_ring(&shuffled), "majorities-ring")
+                    }
+                    _ => (net::bridge(&shuffled), "bridge"),
+                };
+                let partition = Step {
+                    grudge: Some(grudge),
+                    note: Some(shape.to_string()),
+                    ..Step::new(Action::Partition)
+                };
+                self.net_fault(partition, length)
+            }
+            FaultKind::CutClientsLeader => {
+                let length = self.failover(rng, 1.0, 2.0);
+                self.net_fault(bound(Action::CutClients, leader, bind), length)
+            }
+            FaultKind::PauseLeader => {
+                // A third of the pauses end before the session timeout: no failover, and the
+                // resumed leader carries on as if nothing happened.
+                let length = if rng.gen_bool(1.0 / 3.0) {
+                    round(self.timeouts.session_s() * rng.gen_range(0.3..=0.8))
+                } else {
+                    self.failover(rng, 1.5, 3.0)
+                };
+                self.node_fault(Action::Pause, Action::Resume, leader, bind, length)
+            }
+            FaultKind::PauseOne => {
+                let length = self.failover(rng, 1.0, 3.0);
+                let target = self.random_brokers(rng, 1);
+                self.node_fault(Action::Pause, Action::Resume, target, bind, length)
+            }
+            FaultKind::PauseController => {
+                let length = self.failover(rng, 0.5, 2.0);
+                let target = CONTROLLER.to_string();
+                self.node_fault(Action::Pause, Action::Resume, target, bind, length)
+            }
+            FaultKind::KillLeader => {
+                let length = self.failover(rng, 1.0, 2.5);
+                self.node_fault(Action::Kill, Action::Start, leader, bind, length)
+            }
+            FaultKind::KillOne => {
+                let length = self.failover(rng, 1.0, 2.5);
+                let target = self.random_brokers(rng, 1);
+                self.node_fault(Action::Kill, Action::Start, target, bind, length)
+            }
+            FaultKind::KillMinority => {
+                let length = self.failover(rng, 1.0, 2.5);
+                let target = self.random_brokers(rng, self.brokers.len() / 2);
+                self.node_fault(Action::Kill, Action::Start, target, bind, length)
+            }
+            FaultKind::KillIsr => {
+                let length = self.failover(rng, 1.0, 2.0);
+                let target = format!("isr:{key}");
+                self.node_fault(Action::Kill, Action::Start, target, bind, length)
+            }
+            FaultKind::RollingRestart => self.rolling_restart(rng, bind),
+        }
+    }
+
+    /// Isolate the leader, heal, wait until it follows again, kill the other in-sync
+    /// replicas so it leads again, then start them.
+    fn failback(&self, rng: &mut StdRng, bind: &str) -> (Vec<Step>, f64) {
+        let key = self.key;
+        let isolated_s = self.failover(rng, 1.5, 3.0);
+        let led_again_s = round(self.timeouts.session_s() * rng.gen_range(1.5..=3.0));
+        let old = format!("{bind}-old");
+        let others = format!("{bind}-others");
+        let steps = vec![
+            bound(Action::Isolate, format!("leader:{key}"), &old),
+            after(isolated_s, step(Action::Heal, None)),
+            self.wait(Action::WaitForIsrExpand, Some(format!("@{old}"))),
+            bound(Action::Kill, format!("isr:{key} except @{old}"), &others),
+            self.wait(Action::WaitForLeader, Some(format!("@{old}"))),
+            after(led_again_s, step(Action::Start, Some(format!("@{others}")))),
+        ];
+        (steps, isolated_s + led_again_s)
+    }
+
+    /// Restart every broker in a seeded order, each once the key's ISR is full again.
+    fn rolling_restart(&self, rng: &mut StdRng, bind: &str) -> (Vec<Step>, f64) {
+        let mut order = self.brokers.to_vec();
+        order.shuffle(rng);
+        let pause_s = round(self.timeouts.failover_s() * 0.5);
+        let mut steps = vec![];
+        for (i, node) in order.iter().enumerate() {
+            let restart = bound(Action::Restart, node.clone(), &format!("{bind}-{i}"));
+            steps.push(if i == 0 {
+                restart
+            } else {
+                after(pause_s, restart)
+            });
+            steps.push(after(1.0, self.wait(Action::WaitForIsrFull, None)));
+        }
+        (steps, order.len() as f64 * (pause_s + 1.0))
+    }
 }
 
 #[cfg(test)]
@@ -247,68 +613,194 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn the_same_seed_gives_the_same_schedule_and_another_seed_another() {
-        let all = [Fault::Kill, Fault::Pause, Fault::Partition];
-        let a = random_plan(42, &all, 5.0, 120.0, &nodes(), "t0/0").unwrap();
-        let b = random_plan(42, &all, 5.0, 120.0, &nodes(), "t0/0").unwrap();
-        let c = random_plan(43, &all, 5.0, 120.0, &nodes(), "t0/0").unwrap();
-        assert_eq!(a, b);
-        assert_ne!(a.step, c.step);
+    fn timeouts() -> ClusterTimeouts {
+        ClusterTimeouts {
+            session_timeout_ms: 4_000,
+            replica_lag_time_max_ms: 2_500,
+        }
+    }
+
+    fn plan(seed: u64, faults: &[FaultKind], time_limit_s: f64) -> FaultPlan {
+        random_plan(
+            seed,
+            faults,
+            5.0,
+            time_limit_s,
+            &nodes(),
+            "t0/0",
+            timeouts(),
+        )
+        .unwrap()
+    }
+
+    /// The kind of each fault, from the note on its first step.
+    fn kinds(plan: &FaultPlan) -> Vec<String> {
+        plan.step
+            .iter()
+            .filter_map(|s| s.note.as_deref()?.split_once(": ").map(|x| x.1.to_string()))
+            .collect()
     }
 
     #[test]
-    fn faults_alternate_with_their_repair_within_the_time_limit() {
-        let plan =
-            random_plan(7, &[Fault::Kill, Fault::Pause], 5.0, 60.0, &nodes(), "t0/0").unwrap();
-        let times: Vec<f64> = plan.step.iter().map(|s| s.at_s.unwrap()).collect();
-        assert_eq!(
-            times,
-            [5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0, 55.0]
+    fn the_same_seed_gives_the_same_schedule_and_another_seed_another() {
+        let all = FaultKind::all();
+        assert_eq!(plan(42, &all, 300.0), plan(42, &all, 300.0));
+        assert_ne!(plan(42, &all, 300.0).step, plan(43, &all, 300.0).step);
+    }
+
+    #[test]
+    fn families_enable_their_kinds_and_compositions_need_all_their_families() {
+        let partition = parse_faults("partition").unwrap();
+        assert!(partition.contains(&FaultKind::IsolateLeader));
+        assert!(partition.contains(&FaultKind::LeaderCut));
+        assert!(
+            !partition.contains(&FaultKind::Failback),
+            "failback also kills"
         );
+        let both = parse_faults("kill, partition").unwrap();
+        assert!(both.contains(&FaultKind::Failback));
+        assert!(!both.contains(&FaultKind::PauseLeader));
+        assert_eq!(
+            parse_faults("failback,isolate-leader,failback").unwrap(),
+            [FaultKind::IsolateLeader, FaultKind::Failback]
+        );
+        assert_eq!(
+            parse_faults("kill,pause,partition").unwrap(),
+            FaultKind::all()
+        );
+        assert!(parse_faults("none").unwrap().is_empty());
+        let e = parse_faults("kill,explode").unwrap_err().0;
+        assert!(e.contains("explode") && e.contains("leader-cut"), "{e}");
+    }
+
+    #[test]
+    fn fault_lengths_follow_the_cluster_timeouts() {
+        let plan = plan(7, &[FaultKind::IsolateLeader], 600.0);
+        let failover_s = 4.0;
+        let mut faults = 0;
         for pair in plan.step.chunks(2) {
-            let undo = match pair[0].action {
-                Action::Kill => Action::Start,
-                Action::Pause => Action::Resume,
-                other => panic!("unexpected {other:?}"),
-            };
-            if let [start, stop] = pair {
-                assert_eq!(stop.action, undo);
-                assert_eq!(
-                    stop.target,
-                    Some(Target::Bound(start.bind.clone().unwrap()))
+            assert_eq!(pair[0].action, Action::Isolate);
+            let gap = pair[0].after_s.unwrap();
+            assert!((3.75..=7.5).contains(&gap), "gap {gap}");
+            if let [_, heal] = pair {
+                assert_eq!(heal.action, Action::Heal);
+                let length = heal.after_s.unwrap();
+                assert!(
+                    (1.5 * failover_s..=3.0 * failover_s).contains(&length),
+                    "isolated for {length} s"
                 );
+                faults += 1;
             }
         }
+        assert!(faults >= 30, "600 s hold many faults: {faults}");
+        // Longer timeouts, longer faults.
+        let slow = ClusterTimeouts {
+            session_timeout_ms: 9_000,
+            replica_lag_time_max_ms: 30_000,
+        };
+        let p = random_plan(
+            7,
+            &[FaultKind::KillLeader],
+            5.0,
+            600.0,
+            &nodes(),
+            "t0/0",
+            slow,
+        );
+        assert!(p.unwrap().step[1].after_s.unwrap() >= 30.0);
+    }
+
+    #[test]
+    fn every_kind_is_drawn_and_weights_favour_leadership_faults() {
+        let plan = plan(3, &FaultKind::all(), 20_000.0);
+        let drawn = kinds(&plan);
+        for k in FaultKind::all() {
+            assert!(
+                drawn.iter().any(|d| d == k.name()),
+                "{} never drawn",
+                k.name()
+            );
+        }
+        let count = |name: &str| drawn.iter().filter(|d| *d == name).count();
+        assert!(count("isolate-leader") > 2 * count("halves"), "{drawn:?}");
+    }
+
+    #[test]
+    fn failback_fails_back_to_the_isolated_leader() {
+        let plan = plan(11, &[FaultKind::Failback], 60.0);
+        let fault: Vec<(&str, String)> = plan.step[..6]
+            .iter()
+            .map(|s| {
+                let target = s.target.as_ref().map(Target::to_string).unwrap_or_default();
+                (s.action.name(), target)
+            })
+            .collect();
+        assert_eq!(
+            fault,
+            [
+                ("isolate", "leader:t0/0".to_string()),
+                ("heal", String::new()),
+                ("wait-for-isr-expand", "@f0-old".into()),
+                ("kill", "isr:t0/0 except @f0-old".into()),
+                ("wait-for-leader", "@f0-old".into()),
+                ("start", "@f0-others".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn leader_cut_cuts_the_controller_and_one_follower_only() {
+        let plan = plan(5, &[FaultKind::LeaderCut], 30.0);
+        let cut = &plan.step[0];
+        assert_eq!(cut.action, Action::Cut);
+        assert_eq!(cut.target.as_ref().unwrap().to_string(), "leader:t0/0");
+        assert_eq!(
+            cut.from.as_ref().unwrap().to_string(),
+            "controller+follower:t0/0"
+        );
     }
 
     #[test]
     fn random_partitions_are_stored_as_concrete_grudges_or_targets() {
-        let plan = random_plan(3, &[Fault::Partition], 2.0, 200.0, &nodes(), "t0/0").unwrap();
-        for step in plan.step.iter().filter(|s| s.action != Action::Heal) {
+        let faults = parse_faults("partition").unwrap();
+        let plan = plan(3, &faults, 2_000.0);
+        for step in &plan.step {
             match step.action {
                 Action::Partition => assert!(step.grudge.as_ref().is_some_and(|g| !g.is_empty())),
-                Action::Isolate => assert!(step.target.is_some()),
+                Action::Isolate | Action::Cut | Action::CutClients => {
+                    assert!(step.target.is_some())
+                }
+                Action::Heal => {}
                 other => panic!("unexpected {other:?}"),
             }
         }
-        assert!(plan.step.iter().any(|s| s.action == Action::Partition));
-        assert!(plan.step.iter().any(|s| s.action == Action::Isolate));
     }
 
     #[test]
-    fn no_faults_means_an_empty_schedule_and_bad_words_are_refused() {
-        assert!(parse_faults("none").unwrap().is_empty());
-        assert_eq!(
-            parse_faults("kill, partition,kill").unwrap(),
-            [Fault::Kill, Fault::Partition]
+    fn no_faults_means_an_empty_schedule_and_bad_intervals_are_refused() {
+        assert!(plan(1, &[], 60.0).step.is_empty());
+        let e = random_plan(
+            1,
+            &[FaultKind::KillOne],
+            0.1,
+            60.0,
+            &nodes(),
+            "t0/0",
+            timeouts(),
         );
-        assert!(parse_faults("kill,explode")
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn timeouts_come_from_the_settings_or_the_broker_defaults() {
+        let none = ClusterTimeouts::from_settings(&BTreeMap::new()).unwrap();
+        assert_eq!(none.session_timeout_ms, BROKER_SESSION_TIMEOUT_MS_DEFAULT);
+        let sets = BTreeMap::from([
+            ("broker.session.timeout.ms".to_string(), "3000".to_string()),
+            ("replica.lag.time.max.ms".to_string(), "x".to_string()),
+        ]);
+        assert!(ClusterTimeouts::from_settings(&sets)
             .unwrap_err()
-            .0
-            .contains("explode"));
-        let plan = random_plan(1, &[], 5.0, 60.0, &nodes(), "t0/0").unwrap();
-        assert!(plan.step.is_empty());
-        assert!(random_plan(1, &[Fault::Kill], 0.1, 60.0, &nodes(), "t0/0").is_err());
+            .contains("replica.lag.time.max.ms=x"));
     }
 }

@@ -31,6 +31,10 @@ pub enum Target {
     Replicas(String),
     /// `@name`: the nodes an earlier step bound with `bind = "name"`.
     Bound(String),
+    /// `A+B`: the nodes of both targets (e.g. `controller+follower:t0/0`), each once.
+    Union(Vec<Target>),
+    /// `A except B`: the nodes of `A` that `B` does not name (e.g. `isr:t0/0 except @old`).
+    Except(Box<Target>, Box<Target>),
 }
 
 /// A target string that does not parse.
@@ -42,7 +46,8 @@ impl fmt::Display for TargetError {
         write!(
             f,
             "target {:?}: expected one, minority, majority, all, controller, leader:KEY, \
-             follower:KEY, isr:KEY, replicas:KEY, @NAME, or node names such as n1,n2",
+             follower:KEY, isr:KEY, replicas:KEY, @NAME, or node names such as n1,n2; \
+             joined with + (union) or \" except \" (difference)",
             self.0
         )
     }
@@ -70,11 +75,34 @@ pub fn is_binding_name(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+impl Target {
+    /// The binding names (`@name`) this target refers to, however deeply nested.
+    pub fn bindings(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        match self {
+            Target::Bound(name) => Box::new(std::iter::once(name.as_str())),
+            Target::Union(parts) => Box::new(parts.iter().flat_map(Target::bindings)),
+            Target::Except(left, right) => Box::new(left.bindings().chain(right.bindings())),
+            _ => Box::new(std::iter::empty()),
+        }
+    }
+}
+
 impl FromStr for Target {
     type Err = TargetError;
 
     fn from_str(s: &str) -> Result<Target, TargetError> {
         let err = || TargetError(s.to_string());
+        // Difference binds loosest, then union: `a+b except c` is `(a+b) except c`.
+        if let Some((left, right)) = s.split_once(" except ") {
+            let left = left.trim().parse().map_err(|_| err())?;
+            let right = right.trim().parse().map_err(|_| err())?;
+            return Ok(Target::Except(Box::new(left), Box::new(right)));
+        }
+        if s.contains('+') {
+            let parts: Result<Vec<Target>, _> =
+                s.split('+').map(|p| p.trim().parse::<Target>()).collect();
+            return parts.map(Target::Union).map_err(|_| err());
+        }
         let keyed = |k: &str, f: fn(String) -> Target| {
             if is_key(k) {
                 Ok(f(k.to_string()))
@@ -129,6 +157,11 @@ impl fmt::Display for Target {
             Target::Isr(k) => write!(f, "isr:{k}"),
             Target::Replicas(k) => write!(f, "replicas:{k}"),
             Target::Bound(name) => write!(f, "@{name}"),
+            Target::Union(parts) => {
+                let parts: Vec<String> = parts.iter().map(Target::to_string).collect();
+                f.write_str(&parts.join("+"))
+            }
+            Target::Except(left, right) => write!(f, "{left} except {right}"),
         }
     }
 }
@@ -165,6 +198,9 @@ mod tests {
             "@stale",
             "n1",
             "c1,n2,n10",
+            "controller+follower:t0/0",
+            "isr:t0/0 except @old",
+            "controller+n1 except @x",
         ] {
             let t: Target = s.parse().unwrap();
             assert_eq!(t.to_string(), s);
@@ -188,6 +224,9 @@ mod tests {
             "@",
             "@a b",
             "n1,",
+            "controller+",
+            "isr:t0/0 except ",
+            "except @x",
         ] {
             let e = s.parse::<Target>().unwrap_err();
             assert!(e.to_string().contains("follower:KEY"), "{s}: {e}");

@@ -42,9 +42,11 @@ pub struct RunConfig {
     pub time_limit_s: u64,
     /// Number of brokers (plus one controller node).
     pub nodes: usize,
-    /// Fault kinds of the random schedule (`kill`, `pause`, `partition`); empty for none.
+    /// Fault families (`kill`, `pause`, `partition`) and fault kinds (`isolate-leader`, ...)
+    /// of the random schedule; empty for none.
     pub nemesis: Vec<String>,
-    /// Mean seconds between faults of the random schedule.
+    /// Recovery gap between two faults of the random schedule, in seconds (each gap drawn
+    /// from 0.75 to 1.5 times this); fault lengths follow the cluster's timeouts.
     pub nemesis_interval_s: f64,
     /// A fault plan (name of a shipped plan or a file) instead of the random schedule.
     pub plan: Option<String>,
@@ -81,7 +83,30 @@ pub struct RunConfig {
     /// min.insync.replicas=2`; the index groups runs by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matrix_cell: Option<String>,
+    /// The names in `sets` that the harness filled in ([`HARNESS_DEFAULT_SETTINGS`]) rather
+    /// than the user, so the report can tell them apart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub harness_defaults: Vec<String>,
 }
+
+/// Broker settings the harness gives every run that does not set them itself: timeouts
+/// sized for a test whose faults last seconds, not Kafka's production defaults (a 9 s session
+/// timeout, a 30 s replica lag bound), so that leadership moves and ISRs shrink well within
+/// one fault. Each with why.
+pub const HARNESS_DEFAULT_SETTINGS: &[(&str, &str, &str)] = &[
+    (
+        "broker.session.timeout.ms",
+        "4000",
+        "a silent broker is fenced and its partitions move within a third of the shortest \
+         leadership fault (1.5 x this)",
+    ),
+    (
+        "replica.lag.time.max.ms",
+        "2500",
+        "a stalled follower leaves the ISR well before a fault ends, so acks=all writes go on \
+         and the ISR shrinks and expands during the run",
+    ),
+];
 
 /// The workload of a run whose config does not name one.
 pub fn default_workload() -> String {
@@ -112,6 +137,21 @@ impl RunConfig {
             .filter(|(k, _)| !TOPIC_ONLY_SETTINGS.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+
+    /// Adds the [`HARNESS_DEFAULT_SETTINGS`] the run does not set itself, so they are stored
+    /// in `config.json` (named in `harness_defaults` too), shown in the report and given to
+    /// every node. Returns the names added.
+    pub fn apply_harness_defaults(&mut self) -> Vec<&'static str> {
+        let mut added = vec![];
+        for (name, value, _) in HARNESS_DEFAULT_SETTINGS {
+            if !self.sets.contains_key(*name) {
+                self.sets.insert(name.to_string(), value.to_string());
+                self.harness_defaults.push(name.to_string());
+                added.push(*name);
+            }
+        }
+        added
     }
 
     /// Checks settings that would make the run meaningless before anything starts.
@@ -147,12 +187,8 @@ impl RunConfig {
         if !matches!(self.acks.as_str(), "0" | "1" | "all") {
             return Err(format!("--acks must be 0, 1 or all, not {:?}", self.acks));
         }
-        for kind in &self.nemesis {
-            if !matches!(kind.as_str(), "kill" | "pause" | "partition") {
-                return Err(format!(
-                    "unknown fault {kind:?} in --nemesis: use kill, pause, partition or none"
-                ));
-            }
+        if !self.nemesis.is_empty() {
+            crate::nemesis::parse_faults(&self.nemesis.join(",")).map_err(|e| e.0)?;
         }
         if !self.nemesis.is_empty() && self.nemesis_interval_s <= 0.0 {
             return Err("--nemesis-interval must be positive".into());
@@ -204,7 +240,8 @@ impl RunConfig {
         let mut value = serde_json::to_value(self).expect("config serializes");
         let fields = value.as_object_mut().expect("config is an object");
         for (k, v) in overrides {
-            if !fields.contains_key(k) && !matches!(k.as_str(), "replay_of" | "matrix_cell") {
+            let optional = matches!(k.as_str(), "replay_of" | "matrix_cell" | "harness_defaults");
+            if !fields.contains_key(k) && !optional {
                 return Err(format!("unknown run setting {k:?}"));
             }
             fields.insert(k.clone(), v.clone());
@@ -252,6 +289,7 @@ pub(crate) fn example() -> RunConfig {
         schedule: Value::Null,
         replay_of: None,
         matrix_cell: None,
+        harness_defaults: Vec::new(),
     }
 }
 
@@ -292,6 +330,26 @@ mod tests {
     }
 
     #[test]
+    fn harness_defaults_fill_in_only_what_the_run_does_not_set() {
+        let mut c = example();
+        c.sets
+            .insert("replica.lag.time.max.ms".into(), "30000".into());
+        assert_eq!(
+            c.apply_harness_defaults(),
+            vec!["broker.session.timeout.ms"]
+        );
+        assert_eq!(c.sets["broker.session.timeout.ms"], "4000");
+        assert_eq!(
+            c.sets["replica.lag.time.max.ms"], "30000",
+            "the user's value stays"
+        );
+        assert!(c.apply_harness_defaults().is_empty());
+        assert!(c
+            .command_line()
+            .contains("--set broker.session.timeout.ms=4000"));
+    }
+
+    #[test]
     fn a_config_without_a_workload_ran_the_queue_workload() {
         let mut value = serde_json::to_value(example()).unwrap();
         value.as_object_mut().unwrap().remove("workload");
@@ -328,6 +386,8 @@ mod tests {
         let mut c = example();
         c.nemesis = vec!["flood".into()];
         assert!(c.validate().unwrap_err().contains("flood"));
+        c.nemesis = vec!["failback".into(), "pause".into()];
+        assert!(c.validate().is_ok());
         let mut c = example();
         c.acks = "2".into();
         assert!(c.validate().unwrap_err().contains("--acks"));

@@ -55,6 +55,7 @@ pub fn resolve_schedule(config: &RunConfig) -> Result<Value, String> {
                 .into_iter()
                 .map(|n| n.name)
                 .collect();
+            let timeouts = nemesis::ClusterTimeouts::from_settings(&config.sets)?;
             nemesis::random_plan(
                 config.seed,
                 &faults,
@@ -62,6 +63,7 @@ pub fn resolve_schedule(config: &RunConfig) -> Result<Value, String> {
                 config.time_limit_s as f64,
                 &nodes,
                 &format!("{}/0", config.topic),
+                timeouts,
             )
             .map_err(|e| e.to_string())?
         }

@@ -264,7 +264,6 @@ async fn run_phases(
         StopOnDrop(stop_workers.clone()),
         StopOnDrop(stop_background.clone()),
     );
-    let limiter = Arc::new(RateLimiter::new(config.rate));
     let sampler = tokio::spawn({
         let (client, recorder, stop) = (client.clone(), recorder.clone(), stop_background.clone());
         let (nodes, path) = (cluster.broker_names(), run_dir.samples());
@@ -293,7 +292,7 @@ async fn run_phases(
         };
         let sink = Arc::new(RecorderSink {
             recorder: recorder.clone(),
-            limiter,
+            limiter: Arc::new(RateLimiter::new(config.rate)),
         });
         spawn_group_workers(&ctx, sink, config.concurrency)
     } else {
@@ -303,7 +302,7 @@ async fn run_phases(
             recorder: recorder.clone(),
             seed: config.seed,
             values: ValueSource::default(),
-            limiter,
+            rate_ops: config.rate,
             stop: stop_workers.clone(),
         };
         spawn_workers(&ctx, config.concurrency)

@@ -1,6 +1,13 @@
 //! The main phase's client side: `concurrency` worker tasks, each driving the queue workload
 //! (or the consumer-group workload, [`spawn_group_workers`]) as one process at a time,
-//! recording invoke and completion of every op, under one overall rate limit.
+//! recording invoke and completion of every op.
+//!
+//! Queue workers are split into **lanes**, one per partition (or per group of partitions when
+//! there are fewer workers than partitions): a worker sends to and polls only its lane's
+//! partitions, under its lane's share of the rate. A closed-loop worker waits out every
+//! request it makes, so a worker that could touch every partition would sit in the timeout
+//! of a stalled one most of the time; with lanes, a paused or isolated leader slows only the
+//! workers of the partitions it leads, and every other partition keeps its throughput.
 
 use crate::recorder::Recorder;
 use serde_json::Value;
@@ -55,7 +62,7 @@ impl RateLimiter {
 pub struct WorkloadContext<C> {
     /// The I/O.
     pub client: Arc<C>,
-    /// Keys, acks, mix.
+    /// Keys (all of them; each lane gets its share), acks, mix.
     pub settings: Arc<QueueSettings>,
     /// Where ops go.
     pub recorder: Arc<Recorder>,
@@ -63,8 +70,9 @@ pub struct WorkloadContext<C> {
     pub seed: u64,
     /// Unique values for sends.
     pub values: ValueSource,
-    /// Overall rate limit.
-    pub limiter: Arc<RateLimiter>,
+    /// Ops per second over all workers (0 or less: unlimited), split over the lanes in
+    /// proportion to their partitions.
+    pub rate_ops: f64,
     /// Set to stop the workers after their current op.
     pub stop: Arc<AtomicBool>,
 }
@@ -77,10 +85,51 @@ impl<C> Clone for WorkloadContext<C> {
             recorder: self.recorder.clone(),
             seed: self.seed,
             values: self.values.clone(),
-            limiter: self.limiter.clone(),
+            rate_ops: self.rate_ops,
             stop: self.stop.clone(),
         }
     }
+}
+
+/// The partitions some workers own, and their share of the rate.
+#[derive(Clone)]
+pub struct Lane {
+    /// The run's settings with only this lane's keys.
+    pub settings: Arc<QueueSettings>,
+    /// This lane's rate limit, shared by its workers only.
+    pub limiter: Arc<RateLimiter>,
+}
+
+/// Splits `keys` over `min(workers, keys)` lanes: lane `l` owns the keys at positions `i`
+/// with `i % lanes == l`, so with at least as many workers as partitions every partition has
+/// lanes of its own. Never returns an empty lane.
+pub fn lane_keys(keys: &[String], workers: usize) -> Vec<Vec<String>> {
+    let lanes = workers.min(keys.len()).max(1);
+    let mut out = vec![Vec::new(); lanes];
+    for (i, key) in keys.iter().enumerate() {
+        out[i % lanes].push(key.clone());
+    }
+    out.retain(|l| !l.is_empty());
+    out
+}
+
+/// The lanes of `concurrency` workers over the context's keys, each with its share of the
+/// rate (`rate_ops` x its keys / all keys).
+pub fn lanes<C>(ctx: &WorkloadContext<C>, concurrency: usize) -> Vec<Lane> {
+    let keys = &ctx.settings.keys;
+    lane_keys(keys, concurrency)
+        .into_iter()
+        .map(|lane| {
+            let share = lane.len() as f64 / keys.len().max(1) as f64;
+            Lane {
+                limiter: Arc::new(RateLimiter::new(ctx.rate_ops * share)),
+                settings: Arc::new(QueueSettings {
+                    keys: lane,
+                    ..(*ctx.settings).clone()
+                }),
+            }
+        })
+        .collect()
 }
 
 /// A client op line with the given fields; index and time are set by the recorder.
@@ -112,14 +161,15 @@ pub fn completion_op(process: u64, f: &str, c: Completion, is_final: bool) -> Op
     }
 }
 
-/// One worker: runs ops until `stop` is set. An op is never abandoned half-way (the client's
-/// timeouts bound it), so every invoke gets its completion. After an `info` completion the
-/// process retires and the worker continues as a new process with a fresh consumer.
-pub async fn worker<C: QueueClient>(ctx: WorkloadContext<C>, worker_id: u64) -> u64 {
+/// One worker of `lane`: runs ops on the lane's keys until `stop` is set. An op is never
+/// abandoned half-way (the client's timeouts bound it), so every invoke gets its completion.
+/// After an `info` completion the process retires and the worker continues as a new process
+/// with a fresh consumer.
+pub async fn worker<C: QueueClient>(ctx: WorkloadContext<C>, lane: Lane, worker_id: u64) -> u64 {
     let mut generator = Generator::new(
         ctx.seed,
         worker_id,
-        ctx.settings.clone(),
+        lane.settings.clone(),
         ctx.values.clone(),
     );
     let mut process = ctx.recorder.new_process();
@@ -129,7 +179,7 @@ pub async fn worker<C: QueueClient>(ctx: WorkloadContext<C>, worker_id: u64) -> 
         // Yield once per op: with a client that answers without I/O (tests, the overhead
         // benchmark) a worker would otherwise never give its thread back.
         tokio::task::yield_now().await;
-        ctx.limiter.wait().await;
+        lane.limiter.wait().await;
         if ctx.stop.load(Ordering::Relaxed) {
             break;
         }
@@ -137,7 +187,7 @@ pub async fn worker<C: QueueClient>(ctx: WorkloadContext<C>, worker_id: u64) -> 
         let f = intent.f();
         ctx.recorder
             .record(client_op(process, OpType::Invoke, f, intent.invoke_value()));
-        let completion = execute(&*ctx.client, &ctx.settings, &mut consumer, &intent).await;
+        let completion = execute(&*ctx.client, &lane.settings, &mut consumer, &intent).await;
         let retire = completion.kind == OpType::Info;
         ctx.recorder
             .record(completion_op(process, f, completion, false));
@@ -150,13 +200,18 @@ pub async fn worker<C: QueueClient>(ctx: WorkloadContext<C>, worker_id: u64) -> 
     ops
 }
 
-/// Starts `concurrency` workers; returns their handles (each yields its op count).
+/// Starts `concurrency` workers, worker `w` in lane `w % lanes` (see [`lanes`]); returns
+/// their handles (each yields its op count).
 pub fn spawn_workers<C: QueueClient>(
     ctx: &WorkloadContext<C>,
     concurrency: usize,
 ) -> Vec<tokio::task::JoinHandle<u64>> {
-    (0..concurrency as u64)
-        .map(|id| tokio::spawn(worker(ctx.clone(), id)))
+    let lanes = lanes(ctx, concurrency);
+    (0..concurrency)
+        .map(|id| {
+            let lane = lanes[id % lanes.len()].clone();
+            tokio::spawn(worker(ctx.clone(), lane, id as u64))
+        })
         .collect()
 }
 
@@ -272,6 +327,118 @@ mod tests {
     }
 
     #[test]
+    fn lanes_give_every_partition_workers_of_its_own_when_there_are_enough() {
+        let keys: Vec<String> = (0..5).map(|p| format!("t0/{p}")).collect();
+        let lanes = lane_keys(&keys, 10);
+        assert_eq!(lanes.len(), 5);
+        assert!(lanes.iter().all(|l| l.len() == 1));
+        let fewer = lane_keys(&keys, 2);
+        assert_eq!(
+            fewer,
+            vec![vec!["t0/0", "t0/2", "t0/4"], vec!["t0/1", "t0/3"]]
+        );
+        assert_eq!(lane_keys(&keys[..1], 4), vec![vec!["t0/0"]]);
+    }
+
+    /// Ops on `t0/0` hang until released, as against a paused leader; the rest answer at once.
+    struct StalledPartitionClient {
+        release: tokio::sync::Notify,
+        released: AtomicBool,
+        done: Mutex<std::collections::BTreeMap<String, u64>>,
+    }
+
+    impl StalledPartitionClient {
+        async fn on(&self, key: &str) {
+            if key == "t0/0" {
+                while !self.released.load(Ordering::Relaxed) {
+                    let notified = self.release.notified();
+                    if self.released.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    notified.await;
+                }
+            }
+            *self
+                .done
+                .lock()
+                .unwrap()
+                .entry(key.to_string())
+                .or_default() += 1;
+        }
+    }
+
+    impl QueueClient for StalledPartitionClient {
+        async fn send(&self, key: &str, _value: i64, _acks: &str) -> Outcome<Sent> {
+            self.on(key).await;
+            Outcome::Ok(Sent {
+                offset: None,
+                high_watermark: None,
+                node: "n1".into(),
+            })
+        }
+        async fn fetch(&self, key: &str, offset: u64, _w: u64) -> Outcome<Fetched> {
+            self.on(key).await;
+            Outcome::Ok(Fetched {
+                records: vec![],
+                next_offset: offset,
+                high_watermark: Some(0),
+                log_start_offset: Some(0),
+                foreign_values: 0,
+                node: "n1".into(),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stalled_partition_does_not_starve_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::create(&dir.path().join("history.jsonl")).unwrap();
+        let client = Arc::new(StalledPartitionClient {
+            release: tokio::sync::Notify::new(),
+            released: AtomicBool::new(false),
+            done: Mutex::new(Default::default()),
+        });
+        let keys: Vec<String> = (0..3).map(|p| format!("t0/{p}")).collect();
+        let ctx = WorkloadContext {
+            client: client.clone(),
+            settings: Arc::new(QueueSettings::new(keys, "all")),
+            recorder: recorder.clone(),
+            seed: 5,
+            values: ValueSource::default(),
+            rate_ops: 0.0,
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let handles = spawn_workers(&ctx, 6);
+        // Every worker that could reach t0/0 is stuck there by now or soon; the workers of
+        // t0/1 and t0/2 must go on regardless.
+        let bound = std::time::Instant::now() + Duration::from_secs(20);
+        let enough = |done: &std::collections::BTreeMap<String, u64>| {
+            ["t0/1", "t0/2"]
+                .iter()
+                .all(|k| done.get(*k).copied().unwrap_or(0) >= 2_000)
+        };
+        loop {
+            let done = client.done.lock().unwrap().clone();
+            if enough(&done) {
+                assert_eq!(done.get("t0/0"), None, "t0/0 completed an op while stalled");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < bound,
+                "the other partitions stalled too; completed ops by key: {done:?}"
+            );
+            tokio::task::yield_now().await;
+        }
+        ctx.stop.store(true, Ordering::Relaxed);
+        client.released.store(true, Ordering::Relaxed);
+        client.release.notify_waiters();
+        for h in handles {
+            h.await.unwrap();
+        }
+        recorder.close().unwrap();
+    }
+
+    #[test]
     fn rate_limiter_spaces_slots_by_the_interval() {
         let limiter = RateLimiter::new(10.0);
         let a = limiter.reserve();
@@ -294,7 +461,7 @@ mod tests {
             recorder: recorder.clone(),
             seed: 3,
             values: ValueSource::default(),
-            limiter: Arc::new(RateLimiter::new(0.0)),
+            rate_ops: 0.0,
             stop: Arc::new(AtomicBool::new(false)),
         };
         let handles = spawn_workers(&ctx, 2);
