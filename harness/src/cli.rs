@@ -414,6 +414,27 @@ struct RunTarget {
 }
 
 impl RunTarget {
+    /// What can be checked about the target before a run directory exists: the subnet (a
+    /// private /24) and the cluster file (readable, with `--nodes` brokers). A refusal here
+    /// leaves nothing behind, and `store/latest` still points at the last real run.
+    fn preflight(&self, config: &RunConfig) -> Result<(), String> {
+        if let Some(subnet) = &self.subnet {
+            crate::cluster::local::LocalSpec::parse_subnet(subnet).map_err(|e| e.to_string())?;
+        }
+        if let Some(file) = &self.cluster {
+            let brokers = crate::cluster_file::brokers_in(file)
+                .map_err(|e| format!("cluster file {}: {e}", file.display()))?;
+            if brokers != config.nodes {
+                return Err(format!(
+                    "cluster file {} lists {brokers} brokers but the run asks for {} (--nodes)",
+                    file.display(),
+                    config.nodes
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The flags that select this target, for the reproduce command.
     fn flags(&self) -> String {
         match (&self.cluster, &self.subnet) {
@@ -422,6 +443,38 @@ impl RunTarget {
             (None, None) => String::new(),
         }
     }
+}
+
+/// After a signal interrupted a run (and the cluster was torn down): marks its results
+/// `unknown` with the reason, unless it was already checked, updates the store's index and
+/// prints where the run directory is.
+fn record_interrupted(run_dir: &RunDir, sig: i32) {
+    if !run_dir.results().exists() {
+        let reason = format!(
+            "the run was interrupted by signal {sig} before it was checked; its history up to then \
+             is in history.jsonl (`tidewater check` can judge it, without final reads)"
+        );
+        let results = CheckResults {
+            valid: tidewater_workloads::results::Validity::Unknown,
+            promise: tidewater_workloads::results::Promise::Unknown,
+            promise_reason: reason.clone(),
+            anomalies: BTreeMap::new(),
+            stats: serde_json::json!({"unknown_reasons": [reason], "interrupted_by_signal": sig}),
+        };
+        let text = serde_json::to_string_pretty(&results).expect("results serialize") + "\n";
+        if let Err(e) = std::fs::write(run_dir.results(), text) {
+            eprintln!(
+                "tidewater: cannot write {}: {e}",
+                run_dir.results().display()
+            );
+        }
+    }
+    if let Some(store) = run_dir.path.parent().and_then(|p| p.parent()) {
+        if let Err(e) = tidewater_reports::render_index(store) {
+            eprintln!("tidewater: index: {e}");
+        }
+    }
+    eprintln!("tidewater: run directory: {}", run_dir.path.display());
 }
 
 /// Checks a run's `--set` with the broker's own schema before anything starts. With a
@@ -465,7 +518,10 @@ fn execute_run(
     }
     // The seed comes first, before anything else prints (a broker build, a warning).
     progress.println(&format!("seed={}", config.seed));
-    if let Err(e) = check_sets(&config, target) {
+    if let Err(e) = target
+        .preflight(&config)
+        .and_then(|()| check_sets(&config, target))
+    {
         eprintln!("tidewater: {e}");
         return (EXIT_SETUP, None);
     }
@@ -483,6 +539,10 @@ fn execute_run(
         }
     };
     log_to(&run_dir.harness_log());
+    let interrupted_dir = run_dir.clone();
+    crate::cluster::guard::set_on_interrupt(Some(Box::new(move |sig| {
+        record_interrupted(&interrupted_dir, sig)
+    })));
     let target_flags = target.flags();
     for (i, line) in describe(&config, &run_dir, &target_flags)
         .iter()
@@ -574,7 +634,10 @@ fn matrix_command(args: &MatrixArgs) -> i32 {
         plain: args.plain,
     };
     for (label, config) in &configs {
-        if let Err(e) = check_sets(config, &target) {
+        if let Err(e) = target
+            .preflight(config)
+            .and_then(|()| check_sets(config, &target))
+        {
             eprintln!("tidewater: matrix cell {label}: {e}");
             return EXIT_SETUP;
         }

@@ -122,4 +122,30 @@ fn ctrl_c_during_a_run_leaves_nothing_behind() {
     }
     let left = processes_mentioning(&store_path.display().to_string());
     assert!(left.is_empty(), "processes left: {left:?}");
+
+    // The interrupted run is recorded as such: results unknown with the reason, the index
+    // updated, and the run directory printed.
+    let run_dir = record.run_dir.clone();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(results["valid"], "unknown", "{results}");
+    assert!(
+        results["promise_reason"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted by signal 2"),
+        "{results}"
+    );
+    assert!(store_path.join("index.html").is_file());
+    drop(lines_tx);
+    // The reader threads end when the harness's pipes close (it has exited).
+    while let Ok(line) = lines.recv_timeout(WAIT_MAX) {
+        transcript.push(line);
+    }
+    let printed = format!("run directory: {}", run_dir.display());
+    assert!(
+        transcript.iter().any(|l| l.contains(&printed)),
+        "{printed} not in {transcript:#?}"
+    );
 }

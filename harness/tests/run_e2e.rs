@@ -192,6 +192,27 @@ fn bad_flags_fail_with_a_clear_message_before_anything_starts() {
             "{set}: nothing created"
         );
     }
+    // Only private subnets: anything else could send the harness's traffic off the machine.
+    for subnet in ["0.0.0.0/24", "255.255.255.0/24", "8.8.8.0/24"] {
+        let out = tidewater(&[
+            "run",
+            "--subnet",
+            subnet,
+            "--store",
+            store.path().to_str().unwrap(),
+        ]);
+        assert_eq!(out.code, 3, "{subnet}: {}", out.transcript());
+        assert!(
+            out.stderr.contains("not a private range"),
+            "{subnet}: {}",
+            out.transcript()
+        );
+        assert_eq!(
+            std::fs::read_dir(store.path()).unwrap().count(),
+            0,
+            "{subnet}: nothing created"
+        );
+    }
 }
 
 /// Kills the child if the test fails before it exits.

@@ -4,8 +4,10 @@
 //!
 //! The signal handler only writes the signal number to a pipe; a thread of ours reads it, tears
 //! every registered cluster down (heal, resume, stop, delete namespaces and bridge) and exits
-//! with status 128 + signal, as a shell reports a signal death. A second signal during the
-//! teardown exits at once (the run record lets `tidewater clean` finish the job).
+//! with status 128 + signal, as a shell reports a signal death; a hook set by the CLI then
+//! records the interrupted run (results `unknown`, the index). A second signal during the
+//! teardown exits at once and says to run `tidewater clean` (the run record lets it finish
+//! the job).
 
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, Weak};
@@ -51,11 +53,19 @@ pub fn teardown_all() -> usize {
 /// Signals received so far; a second one while tearing down exits at once.
 static SIGNALS_RECEIVED: AtomicUsize = AtomicUsize::new(0);
 
+/// Said on a second signal, when the teardown may be half done.
+const LEFT_BEHIND: &[u8] =
+    b"\ntidewater: exiting at once: namespaces, the bridge, network rules or \
+broker processes may be left behind; run `tidewater clean` to remove them\n";
+
 extern "C" fn on_signal(sig: libc::c_int) {
     if SIGNALS_RECEIVED.fetch_add(1, Ordering::SeqCst) > 0 {
         // The user insists (a second Ctrl-C): leave now; `tidewater clean` removes the rest.
-        // SAFETY: _exit(2) is async-signal-safe.
-        unsafe { libc::_exit(128 + sig) };
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; the buffer is static.
+        unsafe {
+            libc::write(2, LEFT_BEHIND.as_ptr().cast(), LEFT_BEHIND.len());
+            libc::_exit(128 + sig)
+        };
     }
     let fd = SIGNAL_PIPE_WRITE.load(Ordering::Relaxed);
     if fd >= 0 {
@@ -124,5 +134,24 @@ fn wait_for_signal(read_fd: libc::c_int) {
     );
     let n = teardown_all();
     eprintln!("tidewater: tore down {n} cluster(s); exiting");
+    let hook = ON_INTERRUPT
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    if let Some(hook) = hook {
+        hook(sig);
+    }
     std::process::exit(128 + sig);
+}
+
+/// Called on the signal thread after the teardown, before exiting: what the interrupted run
+/// still owes its user (its results marked unknown, the store's index).
+type InterruptHook = Box<dyn FnOnce(i32) + Send>;
+
+static ON_INTERRUPT: Mutex<Option<InterruptHook>> = Mutex::new(None);
+
+/// Sets what to do after the teardown when a signal interrupts the harness (replacing any
+/// earlier hook; `None` clears it).
+pub fn set_on_interrupt(hook: Option<InterruptHook>) {
+    *ON_INTERRUPT.lock().unwrap_or_else(|p| p.into_inner()) = hook;
 }

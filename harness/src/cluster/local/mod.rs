@@ -130,6 +130,13 @@ impl LocalSpec {
         if prefix != "24" || addr.octets()[3] != 0 {
             return Err(bad());
         }
+        if !is_private_subnet(addr) {
+            return Err(Error::Config(format!(
+                "subnet {s:?} is not a private range: the local cluster's addresses must never \
+                 route off this machine; use 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16 \
+                 (RFC 1918), or 100.64.0.0/10 (RFC 6598)"
+            )));
+        }
         Ok(addr)
     }
 
@@ -191,6 +198,15 @@ impl LocalSpec {
     pub fn nodes(&self) -> Vec<NodeInfo> {
         node_list(self.brokers, self.http_port, |i| self.host(10 + i as u8))
     }
+}
+
+/// True for a /24 inside the private ranges a local cluster may use: RFC 1918's 10.0.0.0/8,
+/// 172.16.0.0/12 and 192.168.0.0/16, and RFC 6598's shared space 100.64.0.0/10. Anything else
+/// (0.0.0.0/8, public addresses, multicast, 255.255.255.0/24, ...) could send the harness's
+/// traffic off the machine or collide with the host's own routes.
+pub fn is_private_subnet(addr: Ipv4Addr) -> bool {
+    let [a, b, _, _] = addr.octets();
+    addr.is_private() || (a == 100 && (64..128).contains(&b))
 }
 
 /// Finds the broker binary:
@@ -693,6 +709,31 @@ impl Cluster for LocalCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_private_subnets_are_accepted() {
+        for ok in [
+            "10.77.0.0/24",
+            "172.16.5.0/24",
+            "172.31.255.0/24",
+            "192.168.1.0/24",
+            "100.64.3.0/24",
+        ] {
+            assert!(LocalSpec::parse_subnet(ok).is_ok(), "{ok}");
+        }
+        for refused in [
+            "0.0.0.0/24",
+            "255.255.255.0/24",
+            "8.8.8.0/24",
+            "172.32.0.0/24",
+            "100.128.0.0/24",
+            "127.0.0.0/24",
+            "224.0.0.0/24",
+        ] {
+            let e = LocalSpec::parse_subnet(refused).unwrap_err().to_string();
+            assert!(e.contains("not a private range"), "{refused}: {e}");
+        }
+    }
 
     #[test]
     fn names_fit_in_linux_interface_names() {
