@@ -358,25 +358,29 @@ impl Log {
         let mut order = BatchOrder::starting_at(offset);
         let chunk_hint = max_bytes.saturating_add(self.config.index_interval_bytes as usize);
         for segment in self.segments_for(offset, end_offset) {
-            segment.scan_bytes_from(offset, end_offset, chunk_hint, |header, bytes| {
-                order.check(header.base_offset, header.next_offset())?;
-                let start = out.len();
-                if header.base_offset >= offset && header.next_offset() <= end_offset {
-                    out.extend_from_slice(bytes);
-                } else {
-                    let (mut cut, _) = batch::decode(bytes)
-                        .map_err(|e| LogError::Corrupt(format!("verified batch: {e:?}")))?;
-                    trim_batch(&mut cut, offset, end_offset);
-                    batch::encode(&mut out, &cut);
-                }
-                if start > 0 && out.len() > max_bytes {
-                    out.truncate(start);
-                    full = true;
-                    return Ok(false);
-                }
-                full |= out.len() >= max_bytes;
-                Ok(!full)
-            })?;
+            let scanned =
+                segment.scan_bytes_from(offset, end_offset, chunk_hint, |header, bytes| {
+                    order.check(header.base_offset, header.next_offset())?;
+                    let start = out.len();
+                    if header.base_offset >= offset && header.next_offset() <= end_offset {
+                        out.extend_from_slice(bytes);
+                    } else {
+                        let (mut cut, _) = batch::decode(bytes)
+                            .map_err(|e| LogError::Corrupt(format!("verified batch: {e:?}")))?;
+                        trim_batch(&mut cut, offset, end_offset);
+                        batch::encode(&mut out, &cut);
+                    }
+                    if start > 0 && out.len() > max_bytes {
+                        out.truncate(start);
+                        full = true;
+                        return Ok(false);
+                    }
+                    full |= out.len() >= max_bytes;
+                    Ok(!full)
+                });
+            if let Err(error) = scanned {
+                return self.prefix_before_damage(&order, out, error);
+            }
             if full {
                 break;
             }
@@ -406,7 +410,7 @@ impl Log {
         // Enough to cover the distance from an index entry plus what the caller wants.
         let chunk_hint = max_bytes.saturating_add(self.config.index_interval_bytes as usize);
         for segment in self.segments_for(offset, end_offset) {
-            segment.scan_from(offset, end_offset, chunk_hint, |mut batch| {
+            let scanned = segment.scan_from(offset, end_offset, chunk_hint, |mut batch| {
                 order.check(batch.base_offset, batch.next_offset())?;
                 trim_batch(&mut batch, offset, end_offset);
                 if whole_batches {
@@ -435,13 +439,33 @@ impl Log {
                 }
                 full |= bytes >= max_bytes;
                 Ok(!full)
-            })?;
+            });
+            if let Err(error) = scanned {
+                return self.prefix_before_damage(&order, out, error);
+            }
             if full {
                 break;
             }
         }
         order.check_found()?;
         Ok(out)
+    }
+
+    /// A read that met damaged data (or an I/O error) after it had collected good batches
+    /// answers those, so a consumer gets every record up to the damage and the error only when
+    /// it asks for the damaged offset itself. A read that collected nothing fails.
+    fn prefix_before_damage<T>(
+        &self,
+        order: &BatchOrder,
+        collected: T,
+        error: LogError,
+    ) -> Result<T, LogError> {
+        if !order.started {
+            return Err(error);
+        }
+        tracing::warn!(dir = %self.dir.display(), next_offset = order.next,
+            "read stopped at damaged data, answering the records before it: {error}");
+        Ok(collected)
     }
 
     /// The segments a read of [`offset`, `end_offset`) goes through, in order: from the one
