@@ -635,6 +635,43 @@ async fn restart_keeps_topics_configs_and_records() {
 }
 
 #[tokio::test]
+async fn topic_names_up_to_249_characters_create_delete_and_recreate() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("logs"), &[]);
+    let client = Client::new(&broker.url);
+    for length in [232, 233, 240, 249] {
+        let name = format!("{length}-{}", "x".repeat(length - 4));
+        assert_eq!(name.len(), length);
+        for round in 0..2 {
+            client.create_topic(&name, 2, json!({})).await;
+            let sent = client
+                .produce(&name, 1, &[format!("r{round}")], "all")
+                .await;
+            assert_eq!(sent["base_offset"], 0, "a re-created topic starts empty");
+            let path = format!("/v1/topics/{name}");
+            let (status, answer) = client.call("DELETE", &path, None).await;
+            assert_eq!(status, 200, "delete {length}-character topic: {answer}");
+            let left: Vec<String> = std::fs::read_dir(&broker.log_dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("{length}-")))
+                .collect();
+            assert!(left.is_empty(), "{length} round {round}: {left:?} left");
+        }
+    }
+    let (status, answer) = client
+        .post(
+            "/v1/topics",
+            &json!({"name": "x".repeat(250), "partitions": 1}),
+        )
+        .await;
+    assert_eq!(
+        (status, answer["error"].clone()),
+        (400, json!("INVALID_TOPIC_EXCEPTION"))
+    );
+}
+
+#[tokio::test]
 async fn retention_deletes_old_segments_but_never_the_active_one() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(
