@@ -205,6 +205,10 @@ impl From<LogError> for ApiError {
                 ErrorKind::KafkaStorageError,
                 format!("corrupt log: {message}"),
             ),
+            LogError::Deleted => ApiError::new(
+                ErrorKind::UnknownTopicOrPartition,
+                "the topic was deleted while the request was served",
+            ),
         }
     }
 }

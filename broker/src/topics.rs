@@ -277,6 +277,9 @@ impl TopicCatalog {
         self.persist(next)?;
         self.topics.write().expect("catalog lock").remove(name);
         for partition in &topic.partitions {
+            // Requests that looked the partition up before it left the map now answer
+            // UNKNOWN_TOPIC_OR_PARTITION instead of failing on the vanishing directory.
+            partition.mark_deleted();
             if let Err(error) = remove_partition_dir(&partition.dir) {
                 tracing::warn!(dir = %partition.dir.display(), %error, "could not remove a deleted partition's directory");
             }

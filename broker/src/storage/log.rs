@@ -47,6 +47,9 @@ pub struct Log {
     epochs: LeaderEpochCache,
     /// Reused encoding buffer so an append does not allocate.
     scratch: Vec<u8>,
+    /// Set when the partition's topic is deleted, before its directory goes: every later
+    /// operation fails with [`LogError::Deleted`] instead of meeting a missing directory.
+    deleted: bool,
 }
 
 impl Log {
@@ -97,6 +100,7 @@ impl Log {
             unflushed_messages: 0,
             epochs,
             scratch: Vec::new(),
+            deleted: false,
         };
         if log_start_offset != checkpointed_start {
             log.save_log_start_offset()?;
@@ -134,6 +138,7 @@ impl Log {
         records: Vec<Record>,
         leader_epoch: u32,
     ) -> Result<(u64, u64), LogError> {
+        self.ensure_live()?;
         if records.is_empty() {
             return Err(LogError::InvalidRecord(
                 "a batch needs at least one record".into(),
@@ -169,6 +174,7 @@ impl Log {
     /// first batch must start at the LEO and the batches must follow on from each other; all
     /// batches are checked before any is written.
     pub fn append_batches(&mut self, batches: &[Batch]) -> Result<(), LogError> {
+        self.ensure_live()?;
         let mut expected = self.log_end_offset;
         let mut epoch_floor = self.epochs.latest_epoch().unwrap_or(0);
         for batch in batches {
@@ -195,6 +201,7 @@ impl Log {
     /// batch is verified (CRC-32C, record layout) and must follow on from the LEO without going
     /// back in leader epoch, all before anything is written. Returns the number of batches.
     pub fn append_batch_bytes(&mut self, bytes: &[u8]) -> Result<usize, LogError> {
+        self.ensure_live()?;
         let mut expected = self.log_end_offset;
         let mut epoch_floor = self.epochs.latest_epoch().unwrap_or(0);
         let mut lengths = Vec::new();
@@ -308,6 +315,7 @@ impl Log {
         max_bytes: usize,
         max_offset: u64,
     ) -> Result<Vec<StoredRecord>, LogError> {
+        self.ensure_live()?;
         let batches = self.collect(offset, max_bytes, max_offset, false);
         let batches = self.logged("read", batches)?;
         Ok(batches.into_iter().flat_map(|b| b.records).collect())
@@ -321,6 +329,7 @@ impl Log {
         max_bytes: usize,
         max_offset: u64,
     ) -> Result<Vec<Batch>, LogError> {
+        self.ensure_live()?;
         let batches = self.collect(offset, max_bytes, max_offset, true);
         self.logged("read", batches)
     }
@@ -336,6 +345,7 @@ impl Log {
         max_bytes: usize,
         max_offset: u64,
     ) -> Result<Vec<u8>, LogError> {
+        self.ensure_live()?;
         let result = self.collect_bytes(offset, max_bytes, max_offset);
         self.logged("read", result)
     }
@@ -492,6 +502,25 @@ impl Log {
         result
     }
 
+    /// Marks the log as belonging to a deleted partition (called under the partition lock,
+    /// before the directory is removed): later operations fail with [`LogError::Deleted`],
+    /// background ones (retention, flush) do nothing.
+    pub fn mark_deleted(&mut self) {
+        self.deleted = true;
+    }
+
+    /// Whether [`Log::mark_deleted`] was called.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted
+    }
+
+    fn ensure_live(&self) -> Result<(), LogError> {
+        if self.deleted {
+            return Err(LogError::Deleted);
+        }
+        Ok(())
+    }
+
     /// LEO: the offset the next record will get.
     pub fn log_end_offset(&self) -> u64 {
         self.log_end_offset
@@ -506,6 +535,7 @@ impl Log {
     /// entries starting there. A batch straddling `offset` keeps its records below it. An
     /// `offset` below the log start empties the log, which then starts at `offset`.
     pub fn truncate_to(&mut self, offset: u64) -> Result<(), LogError> {
+        self.ensure_live()?;
         let result = self.truncate_to_inner(offset);
         self.logged("truncation", result)
     }
@@ -586,6 +616,7 @@ impl Log {
     /// <= HW), persists it, trims the epoch cache and deletes segments wholly below it.
     /// Returns the new log start offset (unchanged if `offset` is not above it).
     pub fn delete_records_before(&mut self, offset: u64) -> Result<u64, LogError> {
+        self.ensure_live()?;
         if offset > self.log_end_offset {
             return Err(self.out_of_range(offset));
         }
@@ -604,6 +635,9 @@ impl Log {
     /// `retention.bytes` large without them. Never the active segment, never a segment holding
     /// an offset >= `hw`. Returns how many segments were deleted.
     pub fn apply_retention(&mut self, now_ms: i64, hw: u64) -> Result<usize, LogError> {
+        if self.deleted {
+            return Ok(0);
+        }
         let start = self.log_start_offset;
         let mut deleted =
             self.delete_oldest_segments_while(hw, |_, next_base| next_base <= start)?;
@@ -676,6 +710,9 @@ impl Log {
     /// Fsyncs the active segment and the directory, then checkpoints the recovery point at the
     /// LEO so the next open does not verify what is now durable.
     pub fn flush(&mut self) -> Result<(), LogError> {
+        if self.deleted {
+            return Ok(());
+        }
         self.active().sync()?;
         sync_dir(&self.dir)?;
         self.unflushed_messages = 0;
@@ -701,6 +738,7 @@ impl Log {
     /// Records that `epoch` starts at `start_offset` (a new leader calls this with its LEO) and
     /// persists the cache. `start_offset` above the LEO or an epoch below the latest is refused.
     pub fn assign_epoch(&mut self, epoch: u32, start_offset: u64) -> Result<(), LogError> {
+        self.ensure_live()?;
         if start_offset > self.log_end_offset {
             return Err(LogError::InvalidOffset(format!(
                 "epoch {epoch} cannot start at {start_offset}, beyond the log end {}",

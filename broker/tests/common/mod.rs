@@ -46,6 +46,16 @@ impl Broker {
 
     /// Starts a broker on `log_dir` and a free port with more command-line `args`.
     pub fn start_with_args(log_dir: &Path, args: &[&str]) -> Broker {
+        Broker::start_with_command(log_dir, args, |_| {})
+    }
+
+    /// Like [`Broker::start_with_args`], letting `prepare` adjust the command first (e.g. a
+    /// resource limit for the child).
+    pub fn start_with_command(
+        log_dir: &Path,
+        args: &[&str],
+        prepare: impl FnOnce(&mut Command),
+    ) -> Broker {
         let stderr_path = log_dir.with_extension("stderr.log");
         let stderr = std::fs::OpenOptions::new()
             .create(true)
@@ -59,6 +69,7 @@ impl Broker {
             .arg("--set")
             .arg("listeners=http://127.0.0.1:0");
         command.args(args);
+        prepare(&mut command);
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(stderr)
