@@ -112,6 +112,12 @@ pub struct Config {
     pub controller_address: Option<String>,
     /// `max.connections`: open client connections at most; more wait in the listen backlog.
     pub max_connections: usize,
+    /// `connections.max.idle.ms`: a connection with no request in progress and no traffic for
+    /// this long is closed (Kafka's name and default).
+    pub connections_max_idle_ms: u64,
+    /// `tidewater.request.header.timeout.ms`: a request head must arrive whole within this of
+    /// its first byte (of the accept, for a new connection), else the connection is closed.
+    pub request_header_timeout_ms: u64,
     /// `auto.create.topics.enable`: produce to an unknown topic creates it. Off by default here
     /// (Kafka's default is on) because a typo in a test would otherwise create a topic silently.
     pub auto_create_topics_enable: bool,
@@ -153,6 +159,8 @@ impl Default for Config {
             controller_address: None,
             auto_create_topics_enable: false,
             max_connections: 4096,
+            connections_max_idle_ms: 600_000,
+            request_header_timeout_ms: 10_000,
             replica_high_watermark_checkpoint_interval_ms: 5_000,
             unsafe_truncate_to_hw_enable: false,
             unsafe_serve_lagging_hw_enable: false,
@@ -180,6 +188,8 @@ pub const SETTINGS: &[Setting] = &[
     setting("broker.id", "0", "This node's id in metadata, ISRs and the controller's registry."),
     setting("listeners", "http://127.0.0.1:9092", "Address the HTTP API binds, `http://HOST:PORT` (HOST: an IP, a resolvable name, or empty for all interfaces); port 0 picks a free port and the binary prints `listening on HOST:PORT` on stdout."),
     setting("max.connections", "4096", "Open connections at most; further clients wait in the listen backlog until one closes (Kafka: unlimited; bounded here so a client that leaks connections meets a clear limit, not the file descriptor limit)."),
+    setting("connections.max.idle.ms", "600000", "Close a connection that has no request in progress and no traffic either way for this long (and one whose request body stalls this long), so idle connections cannot hold `max.connections` (Kafka's name and default)."),
+    setting("tidewater.request.header.timeout.ms", "10000", "A request head must arrive whole within this of its first byte, and a new connection must send its first head within this of being accepted; else the connection is closed (Tidewater's own: Kafka's binary protocol has no request heads)."),
     setting("advertised.listeners", "", "URL others use to reach this node; empty = the bound address."),
     setting("log.dirs", "/tmp/tidewater-logs", "Comma-separated directories for partition logs; the first also holds the topic catalog `topics.json`."),
     setting("log.dir", "/tmp/tidewater-logs", "A single log directory; used when `log.dirs` is not set."),
@@ -407,6 +417,12 @@ impl Config {
                 self.max_connections = parse_positive(name, value)?
                     .try_into()
                     .map_err(|_| invalid(name, value, "too large"))?
+            }
+            "connections.max.idle.ms" => {
+                self.connections_max_idle_ms = parse_positive(name, value)?
+            }
+            "tidewater.request.header.timeout.ms" => {
+                self.request_header_timeout_ms = parse_positive(name, value)?
             }
             "auto.create.topics.enable" => {
                 self.auto_create_topics_enable = parse_bool(name, value)?

@@ -109,6 +109,7 @@ impl From<JsonRejection> for ApiError {
 pub async fn run(
     listener: tokio::net::TcpListener,
     config: ControllerConfig,
+    limits: crate::http::ConnectionLimits,
     data_dir: &Path,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -133,11 +134,9 @@ pub async fn run(
         controller.clone(),
         config.session_timeout_ms,
     ));
-    let result = axum::serve(listener, router(controller))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    crate::http::serve(listener, router(controller), limits, shutdown).await;
     ticker.abort();
-    result
+    Ok(())
 }
 
 /// The controller's routes.
