@@ -190,7 +190,7 @@ pub const SETTINGS: &[Setting] = &[
     setting("max.connections", "4096", "Open connections at most; further clients wait in the listen backlog until one closes (Kafka: unlimited; bounded here so a client that leaks connections meets a clear limit, not the file descriptor limit)."),
     setting("connections.max.idle.ms", "600000", "Close a connection that has no request in progress and no traffic either way for this long (and one whose request body stalls this long), so idle connections cannot hold `max.connections` (Kafka's name and default)."),
     setting("tidewater.request.header.timeout.ms", "10000", "A request head must arrive whole within this of its first byte, and a new connection must send its first head within this of being accepted; else the connection is closed (Tidewater's own: Kafka's binary protocol has no request heads)."),
-    setting("advertised.listeners", "", "URL others use to reach this node; empty = the bound address."),
+    setting("advertised.listeners", "", "URL others use to reach this node, `http://HOST:PORT` (HOST a name or an IP address; checked at start-up, as the controller refuses anything else); empty = the bound address."),
     setting("log.dirs", "/tmp/tidewater-logs", "Comma-separated directories for partition logs; the first also holds the topic catalog `topics.json`."),
     setting("log.dir", "/tmp/tidewater-logs", "A single log directory; used when `log.dirs` is not set."),
     setting("log.segment.bytes", "1073741824", "A segment rolls when the next batch would grow it past this size."),
@@ -291,10 +291,44 @@ fn optional_url(name: &str, value: &str) -> Result<Option<String>, ConfigError> 
     if value.is_empty() {
         return Ok(None);
     }
-    if !value.starts_with("http://") {
-        return Err(invalid(name, value, "expected a URL http://HOST:PORT"));
+    let url = value.trim_end_matches('/');
+    check_node_url(url).map_err(|why| invalid(name, value, &why))?;
+    Ok(Some(url.to_string()))
+}
+
+/// Longest host name DNS allows.
+const HOST_NAME_LEN_MAX: usize = 253;
+
+/// Checks a node's base URL as brokers advertise it and the controller stores it:
+/// `http://HOST:PORT`, HOST a DNS name, an IPv4 address or a bracketed IPv6 address, PORT
+/// 1..=65535, nothing after the port. Says what is wrong otherwise.
+pub fn check_node_url(url: &str) -> Result<(), String> {
+    let expected = || format!("expected http://HOST:PORT, got {url:?}");
+    let address = url.strip_prefix("http://").ok_or_else(expected)?;
+    let (host, port) = address.rsplit_once(':').ok_or_else(expected)?;
+    match port.parse::<u16>() {
+        Ok(port) if port > 0 => {}
+        _ => return Err(format!("port {port:?} is not 1..=65535 in {url:?}")),
     }
-    Ok(Some(value.trim_end_matches('/').to_string()))
+    let valid_host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(ipv6) => ipv6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host.len() <= HOST_NAME_LEN_MAX
+                && host
+                    .split('.')
+                    .all(|label| !label.is_empty() && label.len() <= 63)
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        }
+    };
+    if !valid_host {
+        return Err(format!(
+            "host {host:?} is not a host name or IP address in {url:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// Settings whose value depends on others (Kafka's precedence rules) are collected here first.
@@ -642,6 +676,36 @@ mod tests {
         assert_eq!(any.listener, "0.0.0.0:9093".parse().unwrap());
         let named = Config::from_settings(&settings(&[("listeners", "localhost:9094")])).unwrap();
         assert!(named.listener.ip().is_loopback() && named.listener.port() == 9094);
+    }
+
+    #[test]
+    fn node_urls_are_http_host_port() {
+        for good in [
+            "http://127.0.0.1:9092",
+            "http://broker-1.example.com:1",
+            "http://[::1]:65535",
+            "http://n1:9092",
+        ] {
+            assert_eq!(check_node_url(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "127.0.0.1:9092",
+            "http://127.0.0.1",
+            "http://127.0.0.1:0",
+            "http://127.0.0.1:99999",
+            "http://:9092",
+            "http://a b:9092",
+            "http://host:9092/path",
+            "http://[nonsense]:9092",
+            "http://a..b:9092",
+            "https://host:9092",
+            &format!("http://{}:9092", "h".repeat(254)),
+        ] {
+            assert!(check_node_url(bad).is_err(), "{bad:?} accepted");
+        }
+        let error = Config::from_settings(&settings(&[("advertised.listeners", "http://x")]));
+        assert!(error.is_err());
     }
 
     #[test]
