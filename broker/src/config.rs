@@ -97,6 +97,10 @@ pub struct Config {
     pub min_insync_replicas: u16,
     /// `unclean.leader.election.enable`: elect an out-of-sync replica when no ISR member is alive.
     pub unclean_leader_election_enable: bool,
+    /// `log.message.timestamp.difference.max.ms`: a produced record whose timestamp is further
+    /// than this from the leader's clock is refused with INVALID_TIMESTAMP (topic:
+    /// `message.timestamp.difference.max.ms`). Kafka's default, `i64::MAX`, accepts any.
+    pub log_message_timestamp_difference_max_ms: i64,
     /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
     pub replica_lag_time_max_ms: u64,
     /// `replica.fetch.wait.max.ms`: long-poll bound of a follower's fetch.
@@ -151,6 +155,7 @@ impl Default for Config {
             message_max_bytes: log.max_message_bytes,
             min_insync_replicas: 1,
             unclean_leader_election_enable: false,
+            log_message_timestamp_difference_max_ms: i64::MAX,
             replica_lag_time_max_ms: 30_000,
             replica_fetch_wait_max_ms: 500,
             replica_fetch_max_bytes: 1_048_576,
@@ -207,6 +212,7 @@ pub const SETTINGS: &[Setting] = &[
     setting("message.max.bytes", "1048588", "Largest record batch accepted (topic override: `max.message.bytes`); larger produce requests get 413 MESSAGE_TOO_LARGE."),
     setting("min.insync.replicas", "1", "With acks=all, produce fails with NOT_ENOUGH_REPLICAS while the ISR is smaller than this."),
     setting("unclean.leader.election.enable", "false", "Elect an out-of-sync replica when no ISR member is alive (may lose acknowledged records)."),
+    setting("log.message.timestamp.difference.max.ms", "9223372036854775807", "Refuse (INVALID_TIMESTAMP, nothing written) a produce whose record timestamp is further than this from the leader's clock, either way (topic override: `message.timestamp.difference.max.ms`). Kafka's default accepts any timestamp; a bound keeps far-future timestamps from pinning segments against `log.retention.ms`."),
     setting("replica.lag.time.max.ms", "30000", "A follower that has not caught up for this long is removed from the ISR."),
     setting("replica.fetch.wait.max.ms", "500", "Long-poll bound of a follower's fetch."),
     setting("replica.fetch.max.bytes", "1048576", "Bytes a follower asks for per partition and fetch."),
@@ -239,6 +245,15 @@ fn parse_positive(name: &str, value: &str) -> Result<u64, ConfigError> {
     let n: u64 = parse(name, value, "a positive integer")?;
     if n == 0 {
         return Err(invalid(name, value, "expected a positive integer"));
+    }
+    Ok(n)
+}
+
+/// A non-negative `i64` (a duration in milliseconds where Kafka's default is `Long.MAX_VALUE`).
+fn parse_non_negative(name: &str, value: &str) -> Result<i64, ConfigError> {
+    let n: i64 = parse(name, value, "a non-negative integer")?;
+    if n < 0 {
+        return Err(invalid(name, value, "expected a non-negative integer"));
     }
     Ok(n)
 }
@@ -431,6 +446,9 @@ impl Config {
             "unclean.leader.election.enable" => {
                 self.unclean_leader_election_enable = parse_bool(name, value)?
             }
+            "log.message.timestamp.difference.max.ms" => {
+                self.log_message_timestamp_difference_max_ms = parse_non_negative(name, value)?
+            }
             "replica.lag.time.max.ms" => {
                 self.replica_lag_time_max_ms = parse_positive(name, value)?
             }
@@ -555,6 +573,8 @@ pub struct TopicConfig {
     pub min_insync_replicas: Option<u16>,
     /// `unclean.leader.election.enable`
     pub unclean_leader_election_enable: Option<bool>,
+    /// `message.timestamp.difference.max.ms`
+    pub message_timestamp_difference_max_ms: Option<i64>,
 }
 
 /// Topic-level setting names, with the broker setting each one overrides.
@@ -569,6 +589,10 @@ pub const TOPIC_SETTINGS: &[(&str, &str)] = &[
     (
         "unclean.leader.election.enable",
         "unclean.leader.election.enable",
+    ),
+    (
+        "message.timestamp.difference.max.ms",
+        "log.message.timestamp.difference.max.ms",
     ),
 ];
 
@@ -595,6 +619,10 @@ impl TopicConfig {
                 }
                 "unclean.leader.election.enable" => {
                     topic.unclean_leader_election_enable = Some(parse_bool(name, value)?)
+                }
+                "message.timestamp.difference.max.ms" => {
+                    topic.message_timestamp_difference_max_ms =
+                        Some(parse_non_negative(name, value)?)
                 }
                 _ => return Err(ConfigError::Unknown(name.clone())),
             }
@@ -627,6 +655,12 @@ impl TopicConfig {
     pub fn unclean_leader_election_enable(&self, broker: &Config) -> bool {
         self.unclean_leader_election_enable
             .unwrap_or(broker.unclean_leader_election_enable)
+    }
+
+    /// `message.timestamp.difference.max.ms` in effect for the topic.
+    pub fn message_timestamp_difference_max_ms(&self, broker: &Config) -> i64 {
+        self.message_timestamp_difference_max_ms
+            .unwrap_or(broker.log_message_timestamp_difference_max_ms)
     }
 }
 

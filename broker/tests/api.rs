@@ -719,6 +719,67 @@ async fn a_failing_log_write_is_answered_as_a_storage_error_and_logged() {
 }
 
 #[tokio::test]
+async fn timestamps_beyond_the_difference_max_are_invalid_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(
+        &dir.path().join("logs"),
+        &["log.message.timestamp.difference.max.ms=86400000"],
+    );
+    let client = Client::new(&broker.url);
+    client
+        .create_topic(
+            "hour",
+            1,
+            json!({"message.timestamp.difference.max.ms": "3600000"}),
+        )
+        .await;
+    client.create_topic("day", 1, json!({})).await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let produce = |topic: &'static str, timestamp_ms: i64| {
+        let client = &client;
+        async move {
+            let body = json!({"acks": "1", "records": [
+                {"value": "no timestamp"},
+                {"value": "stamped", "timestamp_ms": timestamp_ms},
+            ]});
+            let path = format!("/v1/topics/{topic}/partitions/0/records");
+            client.post(&path, &body).await
+        }
+    };
+    // Within the topic's hour: appended, the timestamp kept.
+    let (status, answer) = produce("hour", now_ms - 60_000).await;
+    assert_eq!(status, 200, "{answer}");
+    // Far future, the epoch, two hours off: refused whole.
+    for timestamp_ms in [i64::MAX, 0, now_ms + 7_200_000, now_ms - 7_200_000] {
+        let (status, answer) = produce("hour", timestamp_ms).await;
+        assert_eq!(
+            (status, answer["error"].clone()),
+            (400, json!("INVALID_TIMESTAMP")),
+            "{timestamp_ms}: {answer}"
+        );
+    }
+    // The broker's day applies to a topic without its own setting.
+    let (status, _) = produce("day", now_ms - 7_200_000).await;
+    assert_eq!(status, 200);
+    let (status, answer) = produce("day", now_ms + 2 * 86_400_000).await;
+    assert_eq!(
+        (status, answer["error"].clone()),
+        (400, json!("INVALID_TIMESTAMP"))
+    );
+    // Only the two accepted batches were written.
+    let hour = client.read_all("hour", 0, 0).await;
+    assert_eq!(hour.len(), 2, "{hour:?}");
+    assert_eq!(client.read_all("day", 0, 0).await.len(), 2);
+    let (_, fetched) = client
+        .get("/v1/topics/hour/partitions/0/records?offset=1")
+        .await;
+    assert_eq!(fetched["records"][0]["timestamp_ms"], now_ms - 60_000);
+}
+
+#[tokio::test]
 async fn topic_names_up_to_249_characters_create_delete_and_recreate() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(&dir.path().join("logs"), &[]);
