@@ -6,8 +6,9 @@
 //! topic whose creation was answered. Partition logs live in `<log dir>/<topic>-<partition>`.
 //!
 //! Deletion removes the topic from the catalog first, then renames each partition directory to
-//! `<topic>-<partition>.<millis>x<n>-delete` (the topic cut short to fit 255 bytes) and removes it; a crash in between leaves `-delete`
-//! directories, which the next start removes. A new topic never reuses a leftover directory.
+//! `<topic>-<partition>.<millis>x<n>-delete` (the topic cut short to fit 255 bytes) and removes
+//! it; a crash in between leaves `-delete` directories, which the next start removes. A new
+//! topic never reuses a leftover directory.
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -200,7 +200,10 @@ impl Segment {
                 return Ok(segment);
             }
         }
-        tracing::warn!(segment = %segment.log_path.display(), "offset index missing or not matching the log; rebuilding it from the batch headers");
+        tracing::warn!(
+            segment = %segment.log_path.display(),
+            "offset index missing or not matching the log; rebuilding it from the batch headers"
+        );
         let walk = segment.walk_headers(Anchor::start(base_offset), index_interval_bytes)?;
         let (index, max_timestamp_ms) = match (walk.broken, loaded) {
             (None, _) => {
@@ -212,7 +215,10 @@ impl Segment {
                 (index, walk.max_timestamp_ms)
             }
             (Some(why), loaded) => {
-                tracing::warn!(segment = %segment.log_path.display(), "segment is damaged ({why}); reads that reach the damage fail with KAFKA_STORAGE_ERROR");
+                tracing::warn!(
+                    segment = %segment.log_path.display(),
+                    "segment is damaged ({why}); reads that reach the damage fail"
+                );
                 match loaded {
                     Some(index) => {
                         let max = index.last().map_or(i64::MIN, |e| e.max_timestamp_before_ms);
@@ -266,7 +272,10 @@ impl Segment {
                     // Makes the loop below add the resume entry back for its batch.
                     bytes_since_index_entry = index_interval_bytes;
                 } else if resume.is_some() {
-                    tracing::warn!(segment = %segment.log_path.display(), "offset index entry does not point at its batch; verifying the whole segment");
+                    tracing::warn!(
+                        segment = %segment.log_path.display(),
+                        "offset index entry does not point at its batch; verifying the segment"
+                    );
                 }
             }
         }
