@@ -153,12 +153,7 @@ impl Connection {
         let mut cleared = std::mem::take(&mut self.cleared);
         cleared.drain(..self.cleared_at);
         self.cleared_at = 0;
-        let fed = if self.requests.is_opaque() {
-            cleared.extend_from_slice(&self.scratch[..n]);
-            Ok(())
-        } else {
-            self.requests.feed(&self.scratch[..n], &mut cleared)
-        };
+        let fed = self.requests.feed(&self.scratch[..n], &mut cleared);
         self.cleared = cleared;
         if self.requests.heads_completed() > heads_before {
             self.head_started = None;

@@ -474,7 +474,7 @@ impl Log {
             return Err(error);
         }
         tracing::warn!(dir = %self.dir.display(), next_offset = order.next,
-            "read stopped at damaged data, answering the records before it: {error}");
+            "read stopped at a failure, answering the records before it: {error}");
         Ok(collected)
     }
 
