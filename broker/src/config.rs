@@ -97,6 +97,10 @@ pub struct Config {
     pub min_insync_replicas: u16,
     /// `unclean.leader.election.enable`: elect an out-of-sync replica when no ISR member is alive.
     pub unclean_leader_election_enable: bool,
+    /// `log.message.timestamp.difference.max.ms`: a produced record whose timestamp is further
+    /// than this from the leader's clock is refused with INVALID_TIMESTAMP (topic:
+    /// `message.timestamp.difference.max.ms`). Kafka's default, `i64::MAX`, accepts any.
+    pub log_message_timestamp_difference_max_ms: i64,
     /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
     pub replica_lag_time_max_ms: u64,
     /// `replica.fetch.wait.max.ms`: long-poll bound of a follower's fetch.
@@ -112,6 +116,12 @@ pub struct Config {
     pub controller_address: Option<String>,
     /// `max.connections`: open client connections at most; more wait in the listen backlog.
     pub max_connections: usize,
+    /// `connections.max.idle.ms`: a connection with no request in progress and no traffic for
+    /// this long is closed (Kafka's name and default).
+    pub connections_max_idle_ms: u64,
+    /// `tidewater.request.header.timeout.ms`: a request head must arrive whole within this of
+    /// its first byte (of the accept, for a new connection), else the connection is closed.
+    pub request_header_timeout_ms: u64,
     /// `auto.create.topics.enable`: produce to an unknown topic creates it. Off by default here
     /// (Kafka's default is on) because a typo in a test would otherwise create a topic silently.
     pub auto_create_topics_enable: bool,
@@ -145,6 +155,7 @@ impl Default for Config {
             message_max_bytes: log.max_message_bytes,
             min_insync_replicas: 1,
             unclean_leader_election_enable: false,
+            log_message_timestamp_difference_max_ms: i64::MAX,
             replica_lag_time_max_ms: 30_000,
             replica_fetch_wait_max_ms: 500,
             replica_fetch_max_bytes: 1_048_576,
@@ -153,6 +164,8 @@ impl Default for Config {
             controller_address: None,
             auto_create_topics_enable: false,
             max_connections: 4096,
+            connections_max_idle_ms: 600_000,
+            request_header_timeout_ms: 10_000,
             replica_high_watermark_checkpoint_interval_ms: 5_000,
             unsafe_truncate_to_hw_enable: false,
             unsafe_serve_lagging_hw_enable: false,
@@ -180,7 +193,9 @@ pub const SETTINGS: &[Setting] = &[
     setting("broker.id", "0", "This node's id in metadata, ISRs and the controller's registry."),
     setting("listeners", "http://127.0.0.1:9092", "Address the HTTP API binds, `http://HOST:PORT` (HOST: an IP, a resolvable name, or empty for all interfaces); port 0 picks a free port and the binary prints `listening on HOST:PORT` on stdout."),
     setting("max.connections", "4096", "Open connections at most; further clients wait in the listen backlog until one closes (Kafka: unlimited; bounded here so a client that leaks connections meets a clear limit, not the file descriptor limit)."),
-    setting("advertised.listeners", "", "URL others use to reach this node; empty = the bound address."),
+    setting("connections.max.idle.ms", "600000", "Close a connection that has no request in progress and no traffic either way for this long (and one whose request body stalls this long), so idle connections cannot hold `max.connections` (Kafka's name and default)."),
+    setting("tidewater.request.header.timeout.ms", "10000", "A request head must arrive whole within this of its first byte, and a new connection must send its first head within this of being accepted; else the connection is closed (Tidewater's own: Kafka's binary protocol has no request heads)."),
+    setting("advertised.listeners", "", "URL others use to reach this node, `http://HOST:PORT` (HOST a name or an IP address; checked at start-up, as the controller refuses anything else); empty = the bound address."),
     setting("log.dirs", "/tmp/tidewater-logs", "Comma-separated directories for partition logs; the first also holds the topic catalog `topics.json`."),
     setting("log.dir", "/tmp/tidewater-logs", "A single log directory; used when `log.dirs` is not set."),
     setting("log.segment.bytes", "1073741824", "A segment rolls when the next batch would grow it past this size."),
@@ -197,6 +212,7 @@ pub const SETTINGS: &[Setting] = &[
     setting("message.max.bytes", "1048588", "Largest record batch accepted (topic override: `max.message.bytes`); larger produce requests get 413 MESSAGE_TOO_LARGE."),
     setting("min.insync.replicas", "1", "With acks=all, produce fails with NOT_ENOUGH_REPLICAS while the ISR is smaller than this."),
     setting("unclean.leader.election.enable", "false", "Elect an out-of-sync replica when no ISR member is alive (may lose acknowledged records)."),
+    setting("log.message.timestamp.difference.max.ms", "9223372036854775807", "Refuse (INVALID_TIMESTAMP, nothing written) a produce whose record timestamp is further than this from the leader's clock, either way (topic override: `message.timestamp.difference.max.ms`). Kafka's default accepts any timestamp; a bound keeps far-future timestamps from pinning segments against `log.retention.ms`."),
     setting("replica.lag.time.max.ms", "30000", "A follower that has not caught up for this long is removed from the ISR."),
     setting("replica.fetch.wait.max.ms", "500", "Long-poll bound of a follower's fetch."),
     setting("replica.fetch.max.bytes", "1048576", "Bytes a follower asks for per partition and fetch."),
@@ -229,6 +245,15 @@ fn parse_positive(name: &str, value: &str) -> Result<u64, ConfigError> {
     let n: u64 = parse(name, value, "a positive integer")?;
     if n == 0 {
         return Err(invalid(name, value, "expected a positive integer"));
+    }
+    Ok(n)
+}
+
+/// A non-negative `i64` (a duration in milliseconds where Kafka's default is `Long.MAX_VALUE`).
+fn parse_non_negative(name: &str, value: &str) -> Result<i64, ConfigError> {
+    let n: i64 = parse(name, value, "a non-negative integer")?;
+    if n < 0 {
+        return Err(invalid(name, value, "expected a non-negative integer"));
     }
     Ok(n)
 }
@@ -281,10 +306,44 @@ fn optional_url(name: &str, value: &str) -> Result<Option<String>, ConfigError> 
     if value.is_empty() {
         return Ok(None);
     }
-    if !value.starts_with("http://") {
-        return Err(invalid(name, value, "expected a URL http://HOST:PORT"));
+    let url = value.trim_end_matches('/');
+    check_node_url(url).map_err(|why| invalid(name, value, &why))?;
+    Ok(Some(url.to_string()))
+}
+
+/// Longest host name DNS allows.
+const HOST_NAME_LEN_MAX: usize = 253;
+
+/// Checks a node's base URL as brokers advertise it and the controller stores it:
+/// `http://HOST:PORT`, HOST a DNS name, an IPv4 address or a bracketed IPv6 address, PORT
+/// 1..=65535, nothing after the port. Says what is wrong otherwise.
+pub fn check_node_url(url: &str) -> Result<(), String> {
+    let expected = || format!("expected http://HOST:PORT, got {url:?}");
+    let address = url.strip_prefix("http://").ok_or_else(expected)?;
+    let (host, port) = address.rsplit_once(':').ok_or_else(expected)?;
+    match port.parse::<u16>() {
+        Ok(port) if port > 0 => {}
+        _ => return Err(format!("port {port:?} is not 1..=65535 in {url:?}")),
     }
-    Ok(Some(value.trim_end_matches('/').to_string()))
+    let valid_host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(ipv6) => ipv6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host.len() <= HOST_NAME_LEN_MAX
+                && host
+                    .split('.')
+                    .all(|label| !label.is_empty() && label.len() <= 63)
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        }
+    };
+    if !valid_host {
+        return Err(format!(
+            "host {host:?} is not a host name or IP address in {url:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// Settings whose value depends on others (Kafka's precedence rules) are collected here first.
@@ -387,6 +446,9 @@ impl Config {
             "unclean.leader.election.enable" => {
                 self.unclean_leader_election_enable = parse_bool(name, value)?
             }
+            "log.message.timestamp.difference.max.ms" => {
+                self.log_message_timestamp_difference_max_ms = parse_non_negative(name, value)?
+            }
             "replica.lag.time.max.ms" => {
                 self.replica_lag_time_max_ms = parse_positive(name, value)?
             }
@@ -407,6 +469,12 @@ impl Config {
                 self.max_connections = parse_positive(name, value)?
                     .try_into()
                     .map_err(|_| invalid(name, value, "too large"))?
+            }
+            "connections.max.idle.ms" => {
+                self.connections_max_idle_ms = parse_positive(name, value)?
+            }
+            "tidewater.request.header.timeout.ms" => {
+                self.request_header_timeout_ms = parse_positive(name, value)?
             }
             "auto.create.topics.enable" => {
                 self.auto_create_topics_enable = parse_bool(name, value)?
@@ -505,6 +573,8 @@ pub struct TopicConfig {
     pub min_insync_replicas: Option<u16>,
     /// `unclean.leader.election.enable`
     pub unclean_leader_election_enable: Option<bool>,
+    /// `message.timestamp.difference.max.ms`
+    pub message_timestamp_difference_max_ms: Option<i64>,
 }
 
 /// Topic-level setting names, with the broker setting each one overrides.
@@ -519,6 +589,10 @@ pub const TOPIC_SETTINGS: &[(&str, &str)] = &[
     (
         "unclean.leader.election.enable",
         "unclean.leader.election.enable",
+    ),
+    (
+        "message.timestamp.difference.max.ms",
+        "log.message.timestamp.difference.max.ms",
     ),
 ];
 
@@ -588,6 +662,10 @@ impl TopicConfig {
                 "unclean.leader.election.enable" => {
                     topic.unclean_leader_election_enable = Some(parse_bool(name, value)?)
                 }
+                "message.timestamp.difference.max.ms" => {
+                    topic.message_timestamp_difference_max_ms =
+                        Some(parse_non_negative(name, value)?)
+                }
                 _ => return Err(ConfigError::Unknown(name.clone())),
             }
         }
@@ -619,6 +697,12 @@ impl TopicConfig {
     pub fn unclean_leader_election_enable(&self, broker: &Config) -> bool {
         self.unclean_leader_election_enable
             .unwrap_or(broker.unclean_leader_election_enable)
+    }
+
+    /// `message.timestamp.difference.max.ms` in effect for the topic.
+    pub fn message_timestamp_difference_max_ms(&self, broker: &Config) -> i64 {
+        self.message_timestamp_difference_max_ms
+            .unwrap_or(broker.log_message_timestamp_difference_max_ms)
     }
 }
 
@@ -696,6 +780,36 @@ mod tests {
         assert_eq!(any.listener, "0.0.0.0:9093".parse().unwrap());
         let named = Config::from_settings(&settings(&[("listeners", "localhost:9094")])).unwrap();
         assert!(named.listener.ip().is_loopback() && named.listener.port() == 9094);
+    }
+
+    #[test]
+    fn node_urls_are_http_host_port() {
+        for good in [
+            "http://127.0.0.1:9092",
+            "http://broker-1.example.com:1",
+            "http://[::1]:65535",
+            "http://n1:9092",
+        ] {
+            assert_eq!(check_node_url(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "127.0.0.1:9092",
+            "http://127.0.0.1",
+            "http://127.0.0.1:0",
+            "http://127.0.0.1:99999",
+            "http://:9092",
+            "http://a b:9092",
+            "http://host:9092/path",
+            "http://[nonsense]:9092",
+            "http://a..b:9092",
+            "https://host:9092",
+            &format!("http://{}:9092", "h".repeat(254)),
+        ] {
+            assert!(check_node_url(bad).is_err(), "{bad:?} accepted");
+        }
+        let error = Config::from_settings(&settings(&[("advertised.listeners", "http://x")]));
+        assert!(error.is_err());
     }
 
     #[test]

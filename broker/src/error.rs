@@ -24,6 +24,9 @@ pub enum ErrorKind {
     InvalidRequiredAcks,
     /// The batch is malformed (Kafka's INVALID_RECORD).
     InvalidRecord,
+    /// A record timestamp is further from the leader's clock than
+    /// `message.timestamp.difference.max.ms` allows.
+    InvalidTimestamp,
     /// A partition count out of range when creating a topic.
     InvalidPartitions,
     /// A replication factor this cluster cannot satisfy.
@@ -70,6 +73,7 @@ impl ErrorKind {
             Self::InvalidRequest => "INVALID_REQUEST",
             Self::InvalidRequiredAcks => "INVALID_REQUIRED_ACKS",
             Self::InvalidRecord => "INVALID_RECORD",
+            Self::InvalidTimestamp => "INVALID_TIMESTAMP",
             Self::InvalidPartitions => "INVALID_PARTITIONS",
             Self::InvalidReplicationFactor => "INVALID_REPLICATION_FACTOR",
             Self::InvalidConfig => "INVALID_CONFIG",
@@ -98,6 +102,7 @@ impl ErrorKind {
             | Self::InvalidRequest
             | Self::InvalidRequiredAcks
             | Self::InvalidRecord
+            | Self::InvalidTimestamp
             | Self::InvalidPartitions
             | Self::InvalidReplicationFactor
             | Self::InvalidConfig => StatusCode::BAD_REQUEST,
@@ -204,6 +209,10 @@ impl From<LogError> for ApiError {
             LogError::Corrupt(message) => ApiError::new(
                 ErrorKind::KafkaStorageError,
                 format!("corrupt log: {message}"),
+            ),
+            LogError::Deleted => ApiError::new(
+                ErrorKind::UnknownTopicOrPartition,
+                "the topic was deleted while the request was served",
             ),
         }
     }

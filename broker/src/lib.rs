@@ -7,6 +7,8 @@
 //!
 //! - [`config`]: the typed [`config::Config`] from a TOML file and `--set` pairs; topic overrides.
 //! - [`server`]: shared state ([`server::Broker`]), the entry point [`server::run`], retention.
+//! - [`http`]: the HTTP/1.1 front door of broker and controller: connection limit, header and
+//!   idle timeouts, JSON answers to malformed requests.
 //! - [`api`]: HTTP routes, request/response types, handlers.
 //! - [`error`]: Kafka's error names, HTTP statuses and the JSON error body.
 //! - [`group`]: consumer groups: the coordinator, rebalances, committed offsets.
@@ -23,6 +25,7 @@ pub mod config;
 pub mod controller;
 pub mod error;
 pub mod group;
+pub mod http;
 pub mod metrics;
 pub mod partition;
 pub mod replication;

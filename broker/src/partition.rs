@@ -239,6 +239,9 @@ impl Partition {
         isolation: Isolation,
     ) -> Result<(Vec<StoredRecord>, PartitionOffsets), LogError> {
         let state = self.lock();
+        if state.log.is_deleted() {
+            return Err(LogError::Deleted);
+        }
         let offsets = state.offsets();
         let end = offsets.visible_end(isolation);
         if offset < offsets.log_start_offset || offset > offsets.log_end_offset {
@@ -281,6 +284,9 @@ impl Partition {
     /// Returns the new low watermark (log start offset).
     pub fn delete_records_before(&self, offset: u64) -> Result<u64, LogError> {
         let mut state = self.lock();
+        if state.log.is_deleted() {
+            return Err(LogError::Deleted);
+        }
         if offset > state.high_watermark {
             return Err(LogError::InvalidOffset(format!(
                 "offset {offset} is above the high watermark {}",
@@ -306,6 +312,13 @@ impl Partition {
             self.publish(&state);
         }
         Ok(deleted)
+    }
+
+    /// Marks the partition deleted (its topic is being deleted): an operation that got hold of
+    /// it before the deletion and runs after this answers UNKNOWN_TOPIC_OR_PARTITION instead of
+    /// touching the directory being removed. Waits for the operation in progress, if any.
+    pub fn mark_deleted(&self) {
+        self.lock().log.mark_deleted();
     }
 
     /// fsyncs the log (at shutdown, so a clean stop never needs recovery).
@@ -409,6 +422,33 @@ mod tests {
         assert_eq!(partition.offsets().log_start_offset, 0);
         assert_eq!(partition.delete_records_before(1).unwrap(), 1);
         assert_eq!(partition.offsets().log_start_offset, 1);
+    }
+
+    #[test]
+    fn a_deleted_partition_refuses_everything_as_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let partition = open(dir.path());
+        partition.append(vec![record("a")], None).unwrap();
+        partition.mark_deleted();
+        std::fs::remove_dir_all(dir.path()).unwrap();
+        assert!(matches!(
+            partition.delete_records_before(1),
+            Err(LogError::Deleted)
+        ));
+        assert!(matches!(
+            partition.delete_records_before(0),
+            Err(LogError::Deleted)
+        ));
+        assert!(matches!(
+            partition.read(0, 100, Isolation::Committed),
+            Err(LogError::Deleted)
+        ));
+        assert!(matches!(
+            partition.append(vec![record("b")], None),
+            Err(AppendError::Log(LogError::Deleted))
+        ));
+        assert_eq!(partition.apply_retention(i64::MAX).unwrap(), 0);
+        partition.flush().unwrap();
     }
 
     #[tokio::test]

@@ -85,13 +85,12 @@ pub async fn run(
     let retention = tokio::spawn(retention_task(broker.clone()));
     let replication = broker.cluster.as_ref().map(|c| c.start(broker.clone()));
     let app = crate::api::router(broker.clone());
-    let listener = LimitedListener::new(listener, broker.config.max_connections);
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stop.send(true);
-        })
-        .await;
+    let limits = crate::http::ConnectionLimits::from_config(&broker.config);
+    crate::http::serve(listener, app, limits, async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    })
+    .await;
     // Wait for the aborted tasks to be dropped, so nothing uses the logs after the flush below.
     retention.abort();
     let _ = retention.await;
@@ -107,108 +106,7 @@ pub async fn run(
     // start a broker on the same dirs as soon as `run` returns (tests restart in-process).
     broker.topics.release_dir_locks();
     tracing::info!("broker stopped");
-    served.map_err(ServerError::Io)
-}
-
-/// A listener that holds at most `max.connections` connections open: beyond that it stops
-/// accepting, so further clients wait in the kernel's backlog (backpressure) instead of the
-/// broker running out of file descriptors. Sets TCP_NODELAY on every connection, as small JSON
-/// answers must not wait for Nagle's algorithm.
-pub struct LimitedListener {
-    /// The bound socket.
-    inner: TcpListener,
-    /// One permit per open connection; a permit returns when its connection is dropped.
-    permits: Arc<tokio::sync::Semaphore>,
-}
-
-impl LimitedListener {
-    /// Wraps `inner`, allowing `max_connections` open connections.
-    pub fn new(inner: TcpListener, max_connections: usize) -> LimitedListener {
-        LimitedListener {
-            inner,
-            permits: Arc::new(tokio::sync::Semaphore::new(max_connections)),
-        }
-    }
-}
-
-/// A connection accepted by [`LimitedListener`], holding its permit while open.
-pub struct LimitedStream {
-    stream: tokio::net::TcpStream,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl axum::serve::Listener for LimitedListener {
-    type Io = LimitedStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (LimitedStream, SocketAddr) {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the connection semaphore is never closed");
-        // axum's accept retries and logs errors (e.g. EMFILE) itself.
-        let (stream, address) = axum::serve::Listener::accept(&mut self.inner).await;
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "TCP_NODELAY not set");
-        }
-        let stream = LimitedStream {
-            stream,
-            _permit: permit,
-        };
-        (stream, address)
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
-}
-
-impl tokio::io::AsyncRead for LimitedStream {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for LimitedStream {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
+    Ok(())
 }
 
 /// The controller role's entry point. The controller (`broker/src/controller/`) plugs in here;
@@ -225,7 +123,15 @@ pub async fn run_controller(
         unclean_leader_election_enable: config.unclean_leader_election_enable,
     };
     tracing::info!(address = %listener.local_addr()?, dir = %config.log_dirs[0].display(), "controller started");
-    crate::controller::run(listener, controller_config, &config.log_dirs[0], shutdown).await?;
+    let limits = crate::http::ConnectionLimits::from_config(&config);
+    crate::controller::run(
+        listener,
+        controller_config,
+        limits,
+        &config.log_dirs[0],
+        shutdown,
+    )
+    .await?;
     Ok(())
 }
 

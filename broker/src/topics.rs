@@ -6,8 +6,9 @@
 //! topic whose creation was answered. Partition logs live in `<log dir>/<topic>-<partition>`.
 //!
 //! Deletion removes the topic from the catalog first, then renames each partition directory to
-//! `<topic>-<partition>.<millis>-delete` and removes it; a crash in between leaves `-delete`
-//! directories, which the next start removes. A new topic never reuses a leftover directory.
+//! `<topic>-<partition>.<millis>x<n>-delete` (the topic cut short to fit 255 bytes) and removes
+//! it; a crash in between leaves `-delete` directories, which the next start removes. A new
+//! topic never reuses a leftover directory.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -29,8 +30,11 @@ pub const CATALOG_FILE: &str = "topics.json";
 /// `"partitions": 100000` should fail rather than exhaust file descriptors.
 pub const PARTITIONS_MAX: u32 = 1_000;
 
-/// Kafka's limit on topic name length.
+/// Kafka's limit on topic name length: `<topic>-<partition>` then fits in a file name.
 const TOPIC_NAME_LEN_MAX: usize = 249;
+
+/// Longest file name of the usual Linux file systems (ext4, xfs, btrfs, tmpfs), in bytes.
+const FILE_NAME_LEN_MAX: usize = 255;
 
 /// Why the catalog could not be opened at start-up.
 #[derive(Debug, thiserror::Error)]
@@ -274,6 +278,9 @@ impl TopicCatalog {
         self.persist(next)?;
         self.topics.write().expect("catalog lock").remove(name);
         for partition in &topic.partitions {
+            // Requests that looked the partition up before it left the map now answer
+            // UNKNOWN_TOPIC_OR_PARTITION instead of failing on the vanishing directory.
+            partition.mark_deleted();
             if let Err(error) = remove_partition_dir(&partition.dir) {
                 tracing::warn!(dir = %partition.dir.display(), %error, "could not remove a deleted partition's directory");
             }
@@ -381,14 +388,34 @@ fn partition_dir(config: &Config, topic: &str, partition: u32) -> PathBuf {
 
 /// Renames a partition directory out of the way (atomic), then removes it.
 fn remove_partition_dir(dir: &Path) -> std::io::Result<()> {
+    let doomed = doomed_dir(dir);
+    std::fs::rename(dir, &doomed)?;
+    std::fs::remove_dir_all(&doomed)
+}
+
+/// Where a partition directory `<topic>-<partition>` goes while it is removed:
+/// `<topic>-<partition>.<millis>x<sequence>-delete`, unique within the process and over
+/// restarts. Like Kafka, the topic is cut short so that the name stays within
+/// [`FILE_NAME_LEN_MAX`] bytes: a 249-character topic would otherwise overflow it, the rename
+/// would fail and the directory would stay (and block re-creating the topic).
+fn doomed_dir(dir: &Path) -> PathBuf {
+    static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let millis = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
-    let mut doomed = dir.as_os_str().to_owned();
-    doomed.push(format!(".{millis}-delete"));
-    std::fs::rename(dir, &doomed)?;
-    std::fs::remove_dir_all(&doomed)
+    let sequence = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // Topic names are ASCII ([a-zA-Z0-9._-]), so cutting at any byte is safe.
+    let (topic, partition) = name.rsplit_once('-').unwrap_or((name.as_str(), ""));
+    let suffix = format!("-{partition}.{millis}x{sequence}-delete");
+    let keep = topic
+        .len()
+        .min(FILE_NAME_LEN_MAX.saturating_sub(suffix.len()));
+    dir.with_file_name(format!("{}{suffix}", &topic[..keep]))
 }
 
 fn remove_deleted_dirs(dir: &Path) -> std::io::Result<()> {
@@ -477,6 +504,42 @@ mod tests {
         assert_eq!(catalog.get("a").unwrap().partitions.len(), 2);
         assert!(dir.path().join("a-1").is_dir());
         assert!(!dir.path().join("b-0").exists());
+    }
+
+    #[tokio::test]
+    async fn longest_topic_names_create_delete_and_recreate() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = TopicCatalog::open(&config(dir.path())).unwrap();
+        let name = "n".repeat(TOPIC_NAME_LEN_MAX);
+        for round in 0..3 {
+            catalog.create(&name, meta(12)).await.unwrap();
+            let partition = catalog.partition(&name, 11).unwrap();
+            assert!(partition.dir.is_dir(), "round {round}");
+            catalog.delete(&name).await.unwrap();
+            let left: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .filter(|n| n.to_string_lossy().starts_with('n'))
+                .collect();
+            assert!(left.is_empty(), "round {round}: {left:?} left behind");
+        }
+    }
+
+    #[test]
+    fn doomed_dir_names_fit_and_are_unique() {
+        let dir = Path::new("/logs").join(format!("{}-999", "t".repeat(TOPIC_NAME_LEN_MAX)));
+        let first = doomed_dir(&dir);
+        let second = doomed_dir(&dir);
+        assert_ne!(first, second);
+        let name = first.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.len() <= FILE_NAME_LEN_MAX, "{} bytes", name.len());
+        assert!(name.starts_with("ttt") && name.contains("-999.") && name.ends_with("-delete"));
+        let short = doomed_dir(Path::new("/logs/a-b-3"));
+        let short = short.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            short.starts_with("a-b-3.") && short.ends_with("-delete"),
+            "{short}"
+        );
     }
 
     #[tokio::test]

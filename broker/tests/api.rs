@@ -634,6 +634,188 @@ async fn restart_keeps_topics_configs_and_records() {
     assert_eq!(next["base_offset"], 100);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_racing_topic_deletion_is_unknown_topic_not_a_storage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("logs"), &[]);
+    let client = Client::new(&broker.url);
+    let mut answers = std::collections::BTreeMap::new();
+    for round in 0..40 {
+        client.create_topic("raced", 1, json!({})).await;
+        client.produce("raced", 0, &values("v", 4), "1").await;
+        let body = json!({"offset": 2 + round % 2});
+        let delete_records = client.post("/v1/topics/raced/partitions/0/delete-records", &body);
+        let delete_topic = client.call("DELETE", "/v1/topics/raced", None);
+        let ((status, answer), (deleted, _)) = tokio::join!(delete_records, delete_topic);
+        assert_eq!(deleted, 200, "round {round}: the topic deletion");
+        match status {
+            200 => assert!(answer["low_watermark"].is_u64(), "{answer}"),
+            404 => assert_eq!(answer["error"], "UNKNOWN_TOPIC_OR_PARTITION", "{answer}"),
+            _ => panic!("round {round}: delete-records answered {status} {answer}"),
+        }
+        *answers.entry(status).or_insert(0) += 1;
+    }
+    println!("delete-records answers by status over the races: {answers:?}");
+}
+
+#[tokio::test]
+async fn a_failing_log_write_is_answered_as_a_storage_error_and_logged() {
+    // A full disk needs root to stage; a file size limit fails writes the same way (EFBIG
+    // where a full disk gives ENOSPC). Segments roll at 1 GiB, so the limit hits one segment.
+    const FILE_SIZE_MAX: u64 = 256 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let log_dir = dir.path().join("logs");
+    let broker = Broker::start_with_command(&log_dir, &[], |command| {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: signal(2) and setrlimit(2) are async-signal-safe; nothing else runs here.
+        unsafe {
+            command.pre_exec(|| {
+                // At the limit the kernel sends SIGXFSZ, which would kill the broker; ignored
+                // (which survives exec), the write fails with EFBIG instead.
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let limit = libc::rlimit {
+                    rlim_cur: FILE_SIZE_MAX,
+                    rlim_max: FILE_SIZE_MAX,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    let client = Client::new(&broker.url);
+    client.create_topic("full", 1, json!({})).await;
+    let value = "x".repeat(10 * 1024);
+    let mut acknowledged = 0u64;
+    let mut refused = None;
+    for _ in 0..2 * FILE_SIZE_MAX / value.len() as u64 {
+        let body = json!({"acks": "1", "records": [{"value": value}]});
+        let (status, answer) = client
+            .post("/v1/topics/full/partitions/0/records", &body)
+            .await;
+        if status != 200 {
+            refused = Some((status, answer));
+            break;
+        }
+        acknowledged += 1;
+    }
+    let (status, answer) = refused.expect("a write beyond the file size limit fails");
+    assert_eq!(
+        (status, answer["error"].clone()),
+        (500, json!("KAFKA_STORAGE_ERROR")),
+        "{answer}"
+    );
+    let log = std::fs::read_to_string(log_dir.with_extension("stderr.log")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains("log append failed") && l.contains("full-0")),
+        "the broker logs the failed append with its partition:\n{log}"
+    );
+    // The failed write left nothing behind: every acknowledged record reads back, in order.
+    let read = client.read_all("full", 0, 0).await;
+    assert_eq!(read.len() as u64, acknowledged);
+    assert!(read.iter().enumerate().all(|(i, (o, _))| *o == i as u64));
+}
+
+#[tokio::test]
+async fn timestamps_beyond_the_difference_max_are_invalid_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(
+        &dir.path().join("logs"),
+        &["log.message.timestamp.difference.max.ms=86400000"],
+    );
+    let client = Client::new(&broker.url);
+    client
+        .create_topic(
+            "hour",
+            1,
+            json!({"message.timestamp.difference.max.ms": "3600000"}),
+        )
+        .await;
+    client.create_topic("day", 1, json!({})).await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let produce = |topic: &'static str, timestamp_ms: i64| {
+        let client = &client;
+        async move {
+            let body = json!({"acks": "1", "records": [
+                {"value": "no timestamp"},
+                {"value": "stamped", "timestamp_ms": timestamp_ms},
+            ]});
+            let path = format!("/v1/topics/{topic}/partitions/0/records");
+            client.post(&path, &body).await
+        }
+    };
+    // Within the topic's hour: appended, the timestamp kept.
+    let (status, answer) = produce("hour", now_ms - 60_000).await;
+    assert_eq!(status, 200, "{answer}");
+    // Far future, the epoch, two hours off: refused whole.
+    for timestamp_ms in [i64::MAX, 0, now_ms + 7_200_000, now_ms - 7_200_000] {
+        let (status, answer) = produce("hour", timestamp_ms).await;
+        assert_eq!(
+            (status, answer["error"].clone()),
+            (400, json!("INVALID_TIMESTAMP")),
+            "{timestamp_ms}: {answer}"
+        );
+    }
+    // The broker's day applies to a topic without its own setting.
+    let (status, _) = produce("day", now_ms - 7_200_000).await;
+    assert_eq!(status, 200);
+    let (status, answer) = produce("day", now_ms + 2 * 86_400_000).await;
+    assert_eq!(
+        (status, answer["error"].clone()),
+        (400, json!("INVALID_TIMESTAMP"))
+    );
+    // Only the two accepted batches were written.
+    let hour = client.read_all("hour", 0, 0).await;
+    assert_eq!(hour.len(), 2, "{hour:?}");
+    assert_eq!(client.read_all("day", 0, 0).await.len(), 2);
+    let (_, fetched) = client
+        .get("/v1/topics/hour/partitions/0/records?offset=1")
+        .await;
+    assert_eq!(fetched["records"][0]["timestamp_ms"], now_ms - 60_000);
+}
+
+#[tokio::test]
+async fn topic_names_up_to_249_characters_create_delete_and_recreate() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("logs"), &[]);
+    let client = Client::new(&broker.url);
+    for length in [232, 233, 240, 249] {
+        let name = format!("{length}-{}", "x".repeat(length - 4));
+        assert_eq!(name.len(), length);
+        for round in 0..2 {
+            client.create_topic(&name, 2, json!({})).await;
+            let sent = client
+                .produce(&name, 1, &[format!("r{round}")], "all")
+                .await;
+            assert_eq!(sent["base_offset"], 0, "a re-created topic starts empty");
+            let path = format!("/v1/topics/{name}");
+            let (status, answer) = client.call("DELETE", &path, None).await;
+            assert_eq!(status, 200, "delete {length}-character topic: {answer}");
+            let left: Vec<String> = std::fs::read_dir(&broker.log_dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("{length}-")))
+                .collect();
+            assert!(left.is_empty(), "{length} round {round}: {left:?} left");
+        }
+    }
+    let (status, answer) = client
+        .post(
+            "/v1/topics",
+            &json!({"name": "x".repeat(250), "partitions": 1}),
+        )
+        .await;
+    assert_eq!(
+        (status, answer["error"].clone()),
+        (400, json!("INVALID_TOPIC_EXCEPTION"))
+    );
+}
+
 #[tokio::test]
 async fn retention_deletes_old_segments_but_never_the_active_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -169,8 +169,21 @@ async fn partition_for_produce(
     Ok((found, partition))
 }
 
-/// Checks the batch against `max.message.bytes` and turns it into storage records.
-fn to_records(request: ProduceRequest, max_message_bytes: u64) -> Result<Vec<Record>, ApiError> {
+/// What a produce request is checked against: the topic's settings and the leader's clock.
+#[derive(Debug, Clone, Copy)]
+struct ProduceLimits {
+    /// `max.message.bytes`.
+    max_message_bytes: u64,
+    /// `message.timestamp.difference.max.ms`.
+    timestamp_difference_max_ms: i64,
+    /// The leader's clock: the timestamp of records without one, and the reference for theirs.
+    now_ms: i64,
+}
+
+/// Checks the batch against `max.message.bytes` and its timestamps against
+/// `message.timestamp.difference.max.ms`, and turns it into storage records.
+fn to_records(request: ProduceRequest, limits: ProduceLimits) -> Result<Vec<Record>, ApiError> {
+    let max_message_bytes = limits.max_message_bytes;
     if request.records.is_empty() {
         return Err(ApiError::invalid_request("records must not be empty"));
     }
@@ -189,16 +202,41 @@ fn to_records(request: ProduceRequest, max_message_bytes: u64) -> Result<Vec<Rec
             ),
         ));
     }
-    let now_ms = now_ms();
+    for (i, timestamp_ms) in request
+        .records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.timestamp_ms.map(|t| (i, t)))
+    {
+        check_timestamp(i, timestamp_ms, limits)?;
+    }
     Ok(request
         .records
         .into_iter()
         .map(|r| Record {
             key: r.key.map(String::into_bytes),
             value: r.value.into_bytes(),
-            timestamp_ms: r.timestamp_ms.unwrap_or(now_ms),
+            timestamp_ms: r.timestamp_ms.unwrap_or(limits.now_ms),
         })
         .collect())
+}
+
+/// Kafka's rule for a producer's timestamp (CreateTime): at most
+/// `message.timestamp.difference.max.ms` from the leader's clock, either way. A timestamp far
+/// in the future would otherwise keep its segment from ever reaching `retention.ms`.
+fn check_timestamp(index: usize, timestamp_ms: i64, limits: ProduceLimits) -> Result<(), ApiError> {
+    let distance_ms = (i128::from(timestamp_ms) - i128::from(limits.now_ms)).abs();
+    if distance_ms <= i128::from(limits.timestamp_difference_max_ms) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorKind::InvalidTimestamp,
+        format!(
+            "record {index} has timestamp_ms {timestamp_ms}, {distance_ms} ms from the broker's \
+             clock ({}), more than message.timestamp.difference.max.ms={}; nothing was written",
+            limits.now_ms, limits.timestamp_difference_max_ms
+        ),
+    ))
 }
 
 /// A decoded, validated produce request.
@@ -215,7 +253,8 @@ struct ProduceBatch {
 }
 
 /// Reads the body (bounded by the topic's `max.message.bytes`), decodes and validates it.
-async fn read_batch(body: Body, max_message_bytes: u64) -> Result<ProduceBatch, ApiError> {
+async fn read_batch(body: Body, limits: ProduceLimits) -> Result<ProduceBatch, ApiError> {
+    let max_message_bytes = limits.max_message_bytes;
     let body_limit = max_message_bytes
         .saturating_mul(2)
         .saturating_add(PRODUCE_BODY_SLACK_BYTES);
@@ -238,7 +277,7 @@ async fn read_batch(body: Body, max_message_bytes: u64) -> Result<ProduceBatch, 
         )));
     }
     let leader_epoch = request.leader_epoch;
-    let records = to_records(request, max_message_bytes)?;
+    let records = to_records(request, limits)?;
     let bytes = records
         .iter()
         .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
@@ -324,7 +363,14 @@ pub async fn produce(
     validate_topic_name(&topic_name)?;
     let (topic, partition) = partition_for_produce(&broker, &topic_name, index).await?;
     let log_config = topic.config.log_config(&broker.config);
-    let batch = read_batch(body, log_config.max_message_bytes).await?;
+    let limits = ProduceLimits {
+        max_message_bytes: log_config.max_message_bytes,
+        timestamp_difference_max_ms: topic
+            .config
+            .message_timestamp_difference_max_ms(&broker.config),
+        now_ms: now_ms(),
+    };
+    let batch = read_batch(body, limits).await?;
     let (count, bytes) = (batch.count, batch.bytes);
     let min_insync_replicas = topic.config.min_insync_replicas(&broker.config);
     let answer = match &broker.cluster {
@@ -584,11 +630,51 @@ mod tests {
                 timestamp_ms: Some(5),
             }],
         };
-        let limit = BATCH_OVERHEAD_BYTES + RECORD_OVERHEAD_BYTES + 1 + 10;
-        let records = to_records(request("0123456789"), limit).unwrap();
+        let limits = ProduceLimits {
+            max_message_bytes: BATCH_OVERHEAD_BYTES + RECORD_OVERHEAD_BYTES + 1 + 10,
+            timestamp_difference_max_ms: i64::MAX,
+            now_ms: 1_000,
+        };
+        let records = to_records(request("0123456789"), limits).unwrap();
         assert_eq!(records[0].timestamp_ms, 5);
         assert_eq!(records[0].key.as_deref(), Some(&b"k"[..]));
-        let error = to_records(request("0123456789a"), limit).unwrap_err();
+        let error = to_records(request("0123456789a"), limits).unwrap_err();
         assert_eq!(error.kind, ErrorKind::MessageTooLarge);
+    }
+
+    #[test]
+    fn timestamps_must_be_within_the_difference_of_the_leaders_clock() {
+        let request = |timestamps: &[Option<i64>]| ProduceRequest {
+            acks: None,
+            timeout_ms: None,
+            leader_epoch: None,
+            records: timestamps
+                .iter()
+                .map(|&timestamp_ms| ProduceRecord {
+                    key: None,
+                    value: "v".into(),
+                    timestamp_ms,
+                })
+                .collect(),
+        };
+        let limits = |timestamp_difference_max_ms| ProduceLimits {
+            max_message_bytes: 1 << 20,
+            timestamp_difference_max_ms,
+            now_ms: 1_000_000,
+        };
+        let bounded = limits(1_000);
+        let records =
+            to_records(request(&[Some(999_000), None, Some(1_001_000)]), bounded).unwrap();
+        let stamps: Vec<i64> = records.iter().map(|r| r.timestamp_ms).collect();
+        assert_eq!(stamps, vec![999_000, 1_000_000, 1_001_000]);
+        for outside in [998_999, 1_001_001, i64::MAX, i64::MIN, 0] {
+            let error = to_records(request(&[None, Some(outside)]), bounded).unwrap_err();
+            assert_eq!(error.kind, ErrorKind::InvalidTimestamp, "{outside}");
+            assert!(error.message.starts_with("record 1 "), "{}", error.message);
+        }
+        // Kafka's default accepts any timestamp within i64::MAX of the clock.
+        let default = limits(i64::MAX);
+        assert!(to_records(request(&[Some(i64::MAX), Some(0)]), default).is_ok());
+        assert!(to_records(request(&[Some(i64::MIN)]), default).is_err());
     }
 }

@@ -79,6 +79,8 @@ impl Controller {
 enum ApiError {
     Controller(ControllerError),
     BadRequest(String),
+    /// The body is over [`REQUEST_BODY_MAX_BYTES`] (413, as on the brokers).
+    TooLarge(String),
     Storage(String),
 }
 
@@ -87,6 +89,7 @@ impl IntoResponse for ApiError {
         let (status, error, message) = match self {
             ApiError::Controller(e) => (e.error.http_status(), e.error.name(), e.message),
             ApiError::BadRequest(m) => (400, "INVALID_REQUEST", m),
+            ApiError::TooLarge(m) => (413, "MESSAGE_TOO_LARGE", m),
             ApiError::Storage(m) => (500, "KAFKA_STORAGE_ERROR", m),
         };
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -100,6 +103,9 @@ impl IntoResponse for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::TooLarge(format!("request body over {REQUEST_BODY_MAX_BYTES} bytes"));
+        }
         ApiError::BadRequest(rejection.body_text())
     }
 }
@@ -109,6 +115,7 @@ impl From<JsonRejection> for ApiError {
 pub async fn run(
     listener: tokio::net::TcpListener,
     config: ControllerConfig,
+    limits: crate::http::ConnectionLimits,
     data_dir: &Path,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -133,11 +140,9 @@ pub async fn run(
         controller.clone(),
         config.session_timeout_ms,
     ));
-    let result = axum::serve(listener, router(controller))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    crate::http::serve(listener, router(controller), limits, shutdown).await;
     ticker.abort();
-    result
+    Ok(())
 }
 
 /// The controller's routes.
@@ -201,6 +206,12 @@ async fn register(
     request: Result<Json<RegisterBrokerRequest>, JsonRejection>,
 ) -> Result<Json<RegisterBrokerResponse>, ApiError> {
     let Json(request) = request?;
+    crate::config::check_node_url(&request.address).map_err(|why| {
+        ApiError::Controller(ControllerError::new(
+            protocol::ControllerErrorCode::InvalidRequest,
+            format!("broker address: {why}"),
+        ))
+    })?;
     let response = c.apply(|state, now| {
         let broker_epoch = state.register_broker(request.broker_id, &request.address, now);
         Ok(RegisterBrokerResponse {

@@ -47,6 +47,9 @@ pub struct Log {
     epochs: LeaderEpochCache,
     /// Reused encoding buffer so an append does not allocate.
     scratch: Vec<u8>,
+    /// Set when the partition's topic is deleted, before its directory goes: every later
+    /// operation fails with [`LogError::Deleted`] instead of meeting a missing directory.
+    deleted: bool,
 }
 
 impl Log {
@@ -74,7 +77,7 @@ impl Log {
             };
 
         let (segments, log_end_offset) = if bases.is_empty() {
-            let segment = Segment::create(dir, checkpointed_start)?;
+            let segment = Segment::create(dir, checkpointed_start, config.index_interval_bytes)?;
             sync_dir(dir)?;
             (
                 BTreeMap::from([(checkpointed_start, segment)]),
@@ -97,6 +100,7 @@ impl Log {
             unflushed_messages: 0,
             epochs,
             scratch: Vec::new(),
+            deleted: false,
         };
         if log_start_offset != checkpointed_start {
             log.save_log_start_offset()?;
@@ -134,6 +138,7 @@ impl Log {
         records: Vec<Record>,
         leader_epoch: u32,
     ) -> Result<(u64, u64), LogError> {
+        self.ensure_live()?;
         if records.is_empty() {
             return Err(LogError::InvalidRecord(
                 "a batch needs at least one record".into(),
@@ -169,6 +174,7 @@ impl Log {
     /// first batch must start at the LEO and the batches must follow on from each other; all
     /// batches are checked before any is written.
     pub fn append_batches(&mut self, batches: &[Batch]) -> Result<(), LogError> {
+        self.ensure_live()?;
         let mut expected = self.log_end_offset;
         let mut epoch_floor = self.epochs.latest_epoch().unwrap_or(0);
         for batch in batches {
@@ -195,6 +201,7 @@ impl Log {
     /// batch is verified (CRC-32C, record layout) and must follow on from the LEO without going
     /// back in leader epoch, all before anything is written. Returns the number of batches.
     pub fn append_batch_bytes(&mut self, bytes: &[u8]) -> Result<usize, LogError> {
+        self.ensure_live()?;
         let mut expected = self.log_end_offset;
         let mut epoch_floor = self.epochs.latest_epoch().unwrap_or(0);
         let mut lengths = Vec::new();
@@ -239,6 +246,11 @@ impl Log {
     /// Writes one encoded batch whose base offset is the LEO: rolls if needed, records a new
     /// leader epoch, writes, and fsyncs when `flush.messages` records are unflushed.
     fn append_encoded(&mut self, bytes: &[u8]) -> Result<(), LogError> {
+        let result = self.write_encoded(bytes);
+        self.logged("append", result)
+    }
+
+    fn write_encoded(&mut self, bytes: &[u8]) -> Result<(), LogError> {
         let header = BatchHeader::parse(bytes).expect("freshly encoded batch");
         assert_eq!(
             header.base_offset, self.log_end_offset,
@@ -286,7 +298,8 @@ impl Log {
         }
         let base_offset = self.log_end_offset;
         self.active_mut().seal(base_offset)?;
-        let segment = Segment::create(&self.dir, base_offset)?;
+        let interval = self.config.index_interval_bytes;
+        let segment = Segment::create(&self.dir, base_offset, interval)?;
         sync_dir(&self.dir)?;
         self.segments.insert(base_offset, segment);
         self.recovery_point = base_offset;
@@ -302,7 +315,9 @@ impl Log {
         max_bytes: usize,
         max_offset: u64,
     ) -> Result<Vec<StoredRecord>, LogError> {
-        let batches = self.collect(offset, max_bytes, max_offset, false)?;
+        self.ensure_live()?;
+        let batches = self.collect(offset, max_bytes, max_offset, false);
+        let batches = self.logged("read", batches)?;
         Ok(batches.into_iter().flat_map(|b| b.records).collect())
     }
 
@@ -314,7 +329,9 @@ impl Log {
         max_bytes: usize,
         max_offset: u64,
     ) -> Result<Vec<Batch>, LogError> {
-        self.collect(offset, max_bytes, max_offset, true)
+        self.ensure_live()?;
+        let batches = self.collect(offset, max_bytes, max_offset, true);
+        self.logged("read", batches)
     }
 
     /// Like [`Log::read_batches`], as the batches' encoded bytes back to back (what a follower
@@ -323,6 +340,17 @@ impl Log {
     /// reaching past `max_offset` is decoded, cut and re-encoded. Same batches and bytes as
     /// encoding the result of [`Log::read_batches`].
     pub fn read_batch_bytes(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        max_offset: u64,
+    ) -> Result<Vec<u8>, LogError> {
+        self.ensure_live()?;
+        let result = self.collect_bytes(offset, max_bytes, max_offset);
+        self.logged("read", result)
+    }
+
+    fn collect_bytes(
         &self,
         offset: u64,
         max_bytes: usize,
@@ -337,36 +365,37 @@ impl Log {
             return Ok(out);
         }
         let mut full = false;
+        let mut order = BatchOrder::starting_at(offset);
         let chunk_hint = max_bytes.saturating_add(self.config.index_interval_bytes as usize);
-        let first_base = *self
-            .segments
-            .range(..=offset)
-            .next_back()
-            .expect("segment covers log start")
-            .0;
-        for segment in self.segments.range(first_base..).map(|(_, s)| s) {
-            segment.scan_bytes_from(offset, end_offset, chunk_hint, |header, bytes| {
-                let start = out.len();
-                if header.base_offset >= offset && header.next_offset() <= end_offset {
-                    out.extend_from_slice(bytes);
-                } else {
-                    let (mut cut, _) = batch::decode(bytes)
-                        .map_err(|e| LogError::Corrupt(format!("verified batch: {e:?}")))?;
-                    trim_batch(&mut cut, offset, end_offset);
-                    batch::encode(&mut out, &cut);
-                }
-                if start > 0 && out.len() > max_bytes {
-                    out.truncate(start);
-                    full = true;
-                    return Ok(false);
-                }
-                full |= out.len() >= max_bytes;
-                Ok(!full)
-            })?;
+        for segment in self.segments_for(offset, end_offset) {
+            let scanned =
+                segment.scan_bytes_from(offset, end_offset, chunk_hint, |header, bytes| {
+                    order.check(header.base_offset, header.next_offset())?;
+                    let start = out.len();
+                    if header.base_offset >= offset && header.next_offset() <= end_offset {
+                        out.extend_from_slice(bytes);
+                    } else {
+                        let (mut cut, _) = batch::decode(bytes)
+                            .map_err(|e| LogError::Corrupt(format!("verified batch: {e:?}")))?;
+                        trim_batch(&mut cut, offset, end_offset);
+                        batch::encode(&mut out, &cut);
+                    }
+                    if start > 0 && out.len() > max_bytes {
+                        out.truncate(start);
+                        full = true;
+                        return Ok(false);
+                    }
+                    full |= out.len() >= max_bytes;
+                    Ok(!full)
+                });
+            if let Err(error) = scanned {
+                return self.prefix_before_damage(&order, out, error);
+            }
             if full {
                 break;
             }
         }
+        order.check_found()?;
         Ok(out)
     }
 
@@ -387,22 +416,18 @@ impl Log {
         }
         let mut bytes = 0usize;
         let mut full = false;
+        let mut order = BatchOrder::starting_at(offset);
         // Enough to cover the distance from an index entry plus what the caller wants.
         let chunk_hint = max_bytes.saturating_add(self.config.index_interval_bytes as usize);
-        let first_base = *self
-            .segments
-            .range(..=offset)
-            .next_back()
-            .expect("segment covers log start")
-            .0;
-        for segment in self.segments.range(first_base..).map(|(_, s)| s) {
-            segment.scan_from(offset, end_offset, chunk_hint, |mut batch| {
+        for segment in self.segments_for(offset, end_offset) {
+            let scanned = segment.scan_from(offset, end_offset, chunk_hint, |mut batch| {
+                order.check(batch.base_offset, batch.next_offset())?;
                 trim_batch(&mut batch, offset, end_offset);
                 if whole_batches {
                     let size = batch_size(&batch);
                     if !out.is_empty() && bytes + size > max_bytes {
                         full = true;
-                        return false;
+                        return Ok(false);
                     }
                     bytes += size;
                     out.push(batch);
@@ -423,13 +448,77 @@ impl Log {
                     }
                 }
                 full |= bytes >= max_bytes;
-                !full
-            })?;
+                Ok(!full)
+            });
+            if let Err(error) = scanned {
+                return self.prefix_before_damage(&order, out, error);
+            }
             if full {
                 break;
             }
         }
+        order.check_found()?;
         Ok(out)
+    }
+
+    /// A read that met damaged data (or an I/O error) after it had collected good batches
+    /// answers those, so a consumer gets every record up to the damage and the error only when
+    /// it asks for the damaged offset itself. A read that collected nothing fails.
+    fn prefix_before_damage<T>(
+        &self,
+        order: &BatchOrder,
+        collected: T,
+        error: LogError,
+    ) -> Result<T, LogError> {
+        if !order.started {
+            return Err(error);
+        }
+        tracing::warn!(dir = %self.dir.display(), next_offset = order.next,
+            "read stopped at a failure, answering the records before it: {error}");
+        Ok(collected)
+    }
+
+    /// The segments a read of [`offset`, `end_offset`) goes through, in order: from the one
+    /// holding `offset` to the last one starting below `end_offset`.
+    fn segments_for(&self, offset: u64, end_offset: u64) -> impl Iterator<Item = &Segment> {
+        let first_base = *self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .expect("segment covers log start")
+            .0;
+        self.segments
+            .range(first_base..end_offset)
+            .map(|(_, segment)| segment)
+    }
+
+    /// Logs a storage failure (I/O error, damaged data) where it happens, with the partition
+    /// directory, so a full disk or a damaged segment shows in the broker's log and not only
+    /// in the answer to one client.
+    fn logged<T>(&self, operation: &str, result: Result<T, LogError>) -> Result<T, LogError> {
+        if let Err(error @ (LogError::Io(_) | LogError::Corrupt(_))) = &result {
+            tracing::warn!(dir = %self.dir.display(), "log {operation} failed: {error}");
+        }
+        result
+    }
+
+    /// Marks the log as belonging to a deleted partition (called under the partition lock,
+    /// before the directory is removed): later operations fail with [`LogError::Deleted`],
+    /// background ones (retention, flush) do nothing.
+    pub fn mark_deleted(&mut self) {
+        self.deleted = true;
+    }
+
+    /// Whether [`Log::mark_deleted`] was called.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted
+    }
+
+    fn ensure_live(&self) -> Result<(), LogError> {
+        if self.deleted {
+            return Err(LogError::Deleted);
+        }
+        Ok(())
     }
 
     /// LEO: the offset the next record will get.
@@ -446,6 +535,12 @@ impl Log {
     /// entries starting there. A batch straddling `offset` keeps its records below it. An
     /// `offset` below the log start empties the log, which then starts at `offset`.
     pub fn truncate_to(&mut self, offset: u64) -> Result<(), LogError> {
+        self.ensure_live()?;
+        let result = self.truncate_to_inner(offset);
+        self.logged("truncation", result)
+    }
+
+    fn truncate_to_inner(&mut self, offset: u64) -> Result<(), LogError> {
         if offset >= self.log_end_offset {
             return Ok(());
         }
@@ -506,8 +601,9 @@ impl Log {
                 .expect("listed segment")
                 .delete()?;
         }
+        let interval = self.config.index_interval_bytes;
         self.segments
-            .insert(offset, Segment::create(&self.dir, offset)?);
+            .insert(offset, Segment::create(&self.dir, offset, interval)?);
         sync_dir(&self.dir)?;
         self.log_end_offset = offset;
         if self.epochs.clear() {
@@ -520,13 +616,16 @@ impl Log {
     /// <= HW), persists it, trims the epoch cache and deletes segments wholly below it.
     /// Returns the new log start offset (unchanged if `offset` is not above it).
     pub fn delete_records_before(&mut self, offset: u64) -> Result<u64, LogError> {
+        self.ensure_live()?;
         if offset > self.log_end_offset {
             return Err(self.out_of_range(offset));
         }
         if offset > self.log_start_offset {
-            self.advance_log_start_offset(offset)?;
-            let start = self.log_start_offset;
-            self.delete_oldest_segments_while(start, |_, next_base| next_base <= start)?;
+            let result = self.advance_log_start_offset(offset).and_then(|()| {
+                let start = self.log_start_offset;
+                self.delete_oldest_segments_while(start, |_, next_base| next_base <= start)
+            });
+            self.logged("delete-records", result)?;
         }
         Ok(self.log_start_offset)
     }
@@ -536,6 +635,9 @@ impl Log {
     /// `retention.bytes` large without them. Never the active segment, never a segment holding
     /// an offset >= `hw`. Returns how many segments were deleted.
     pub fn apply_retention(&mut self, now_ms: i64, hw: u64) -> Result<usize, LogError> {
+        if self.deleted {
+            return Ok(0);
+        }
         let start = self.log_start_offset;
         let mut deleted =
             self.delete_oldest_segments_while(hw, |_, next_base| next_base <= start)?;
@@ -608,6 +710,9 @@ impl Log {
     /// Fsyncs the active segment and the directory, then checkpoints the recovery point at the
     /// LEO so the next open does not verify what is now durable.
     pub fn flush(&mut self) -> Result<(), LogError> {
+        if self.deleted {
+            return Ok(());
+        }
         self.active().sync()?;
         sync_dir(&self.dir)?;
         self.unflushed_messages = 0;
@@ -633,6 +738,7 @@ impl Log {
     /// Records that `epoch` starts at `start_offset` (a new leader calls this with its LEO) and
     /// persists the cache. `start_offset` above the LEO or an epoch below the latest is refused.
     pub fn assign_epoch(&mut self, epoch: u32, start_offset: u64) -> Result<(), LogError> {
+        self.ensure_live()?;
         if start_offset > self.log_end_offset {
             return Err(LogError::InvalidOffset(format!(
                 "epoch {epoch} cannot start at {start_offset}, beyond the log end {}",
@@ -640,7 +746,8 @@ impl Log {
             )));
         }
         if self.epochs.assign(epoch, start_offset)? {
-            self.epochs.save()?;
+            let saved = self.epochs.save();
+            self.logged("leader-epoch checkpoint", saved)?;
         }
         Ok(())
     }
@@ -839,6 +946,60 @@ fn validate_replicated_batch(
         }
     }
     Ok(())
+}
+
+/// What a read checks about the batches it returns, whatever the index and the headers it
+/// skipped said: the first one holds the requested offset and each later one starts where the
+/// one before ended (also across segments). A damaged length, count, base offset or index entry
+/// would otherwise make a read return later records as if they were the ones asked for.
+struct BatchOrder {
+    /// The offset the next batch must hold (the first) or start at (every later one).
+    next: u64,
+    /// Whether a batch was seen yet.
+    started: bool,
+}
+
+impl BatchOrder {
+    fn starting_at(offset: u64) -> BatchOrder {
+        BatchOrder {
+            next: offset,
+            started: false,
+        }
+    }
+
+    /// Checks the batch of offsets [`base_offset`, `next_offset`) and moves past it.
+    fn check(&mut self, base_offset: u64, next_offset: u64) -> Result<(), LogError> {
+        let in_order = if self.started {
+            base_offset == self.next
+        } else {
+            base_offset <= self.next && self.next < next_offset
+        };
+        if !in_order {
+            return Err(LogError::Corrupt(format!(
+                "expected a batch {} offset {}, found one at offsets {base_offset}..{next_offset}",
+                if self.started {
+                    "starting at"
+                } else {
+                    "holding"
+                },
+                self.next
+            )));
+        }
+        self.started = true;
+        self.next = next_offset;
+        Ok(())
+    }
+
+    /// At the end of a read of a non-empty range: fails if no batch held the first offset.
+    fn check_found(&self) -> Result<(), LogError> {
+        if self.started {
+            return Ok(());
+        }
+        Err(LogError::Corrupt(format!(
+            "no batch holds offset {}",
+            self.next
+        )))
+    }
 }
 
 /// Drops the records of `batch` outside [`from`, `to`).
@@ -1260,6 +1421,35 @@ mod tests {
                 .len();
             assert_eq!(len, 16 * log.segments[base].index_len() as u64);
         }
+        assert_eq!(read_all(&log), expected(0..30));
+    }
+
+    #[test]
+    fn an_index_entry_off_its_batch_is_rebuilt_by_the_read_that_finds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 30, 0);
+        drop(log);
+        // The first segment's first entry claims an offset one below its batch's: the index
+        // stays well-formed, so it is loaded, and a read at that offset would start one batch
+        // late.
+        let path = dir.path().join(segment::index_file_name(0));
+        let pristine = fs::read(&path).unwrap();
+        assert!(pristine.len() >= 32, "the segment has two index entries");
+        let relative = u32::from_be_bytes(pristine[0..4].try_into().unwrap());
+        let mut damaged = pristine.clone();
+        damaged[0..4].copy_from_slice(&(relative - 1).to_be_bytes());
+        fs::write(&path, &damaged).unwrap();
+
+        let log = Log::open(dir.path(), small_config()).unwrap();
+        let at = u64::from(relative - 1);
+        let read = log.read(at, 1, u64::MAX).unwrap();
+        assert_eq!(values(&read), expected(at..at + 1));
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            pristine,
+            "the index file is rewritten"
+        );
         assert_eq!(read_all(&log), expected(0..30));
     }
 

@@ -133,6 +133,10 @@ pub enum LogError {
     /// An offset argument is inconsistent with the log (e.g. a follower batch not at the LEO).
     #[error("invalid offset: {0}")]
     InvalidOffset(String),
+    /// The partition was deleted while the operation waited for it (Kafka's
+    /// UNKNOWN_TOPIC_OR_PARTITION): nothing was done.
+    #[error("the partition was deleted")]
+    Deleted,
     /// A batch is malformed (empty, offsets not consecutive, leader epoch going backwards)
     /// (Kafka's INVALID_RECORD / CORRUPT_MESSAGE).
     #[error("invalid record batch: {0}")]

@@ -46,6 +46,16 @@ impl Broker {
 
     /// Starts a broker on `log_dir` and a free port with more command-line `args`.
     pub fn start_with_args(log_dir: &Path, args: &[&str]) -> Broker {
+        Broker::start_with_command(log_dir, args, |_| {})
+    }
+
+    /// Like [`Broker::start_with_args`], letting `prepare` adjust the command first (e.g. a
+    /// resource limit for the child).
+    pub fn start_with_command(
+        log_dir: &Path,
+        args: &[&str],
+        prepare: impl FnOnce(&mut Command),
+    ) -> Broker {
         let stderr_path = log_dir.with_extension("stderr.log");
         let stderr = std::fs::OpenOptions::new()
             .create(true)
@@ -59,6 +69,7 @@ impl Broker {
             .arg("--set")
             .arg("listeners=http://127.0.0.1:0");
         command.args(args);
+        prepare(&mut command);
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -87,7 +98,7 @@ impl Broker {
         broker
     }
 
-    /// The listener is bound before the catalog is opened; wait until requests are served.
+    /// The listener is bound before the catalog is opened; wait until `/v1/ping` is served.
     fn wait_ready(&self) {
         let deadline = std::time::Instant::now() + START_TIMEOUT;
         loop {
@@ -98,9 +109,10 @@ impl Broker {
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
                 let request = "GET /v1/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
                 let mut answer = String::new();
+                // A broker answers "pong", a controller {"ok":true}: any 200 will do.
                 if stream.write_all(request.as_bytes()).is_ok()
                     && stream.read_to_string(&mut answer).is_ok()
-                    && answer.contains("pong")
+                    && answer.starts_with("HTTP/1.1 200")
                 {
                     return;
                 }

@@ -1,0 +1,191 @@
+//! The HTTP/1.1 front door of the broker and the controller: the accept loop with its
+//! connection limit, the per-connection timeouts, JSON answers to malformed requests, and a
+//! graceful stop. Requests then go to an axum [`Router`].
+//!
+//! # Layout
+//!
+//! - [`head`]: follows a connection's requests through their framing and checks each request
+//!   head before the HTTP library sees it.
+//! - [`connection`]: the socket as the library sees it: held-back heads, the header and idle
+//!   timeouts, the JSON refusal of a malformed head, the lingering close.
+//! - this file: [`ConnectionLimits`], [`serve`] (accept loop) and the per-connection task.
+//!
+//! Why not `axum::serve`: it has no idle or header timeout, so `max.connections` silent
+//! connections locked every other client out, and its HTTP library answers a malformed
+//! request with an empty `400` where the API promises its JSON error body.
+
+pub mod connection;
+pub mod head;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::response::Response;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::service::Service;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::config::Config;
+use connection::{Activity, Connection};
+
+/// Pause after an accept error that is not about one connection (e.g. out of file
+/// descriptors), so the loop does not spin.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_secs(1);
+
+/// Bounds on client connections (settings in `docs/configuration.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// `max.connections`: connections open at most; more clients wait in the listen backlog.
+    pub max_connections: usize,
+    /// `connections.max.idle.ms`: a connection with no request in progress and no byte moving
+    /// for this long is closed.
+    pub idle_timeout: Duration,
+    /// `tidewater.request.header.timeout.ms`: a request head must arrive whole within this
+    /// of its first byte (of the accept, for a new connection).
+    pub header_timeout: Duration,
+}
+
+impl ConnectionLimits {
+    /// The limits a broker or controller with `config` applies.
+    pub fn from_config(config: &Config) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: config.max_connections,
+            idle_timeout: Duration::from_millis(config.connections_max_idle_ms),
+            header_timeout: Duration::from_millis(config.request_header_timeout_ms),
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets every connection finish the
+/// request it is serving, closes it, and returns once the last one is closed.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let permits_total = u32::try_from(limits.max_connections)
+        .unwrap_or(u32::MAX)
+        .clamp(1, Semaphore::MAX_PERMITS as u32);
+    let permits = Arc::new(Semaphore::new(permits_total as usize));
+    let (stop, stopping) = watch::channel(false);
+    let mut shutdown = pin!(shutdown);
+    loop {
+        // Beyond `max.connections` the loop stops accepting: further clients wait in the
+        // kernel's backlog instead of the process running out of file descriptors.
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => permit.expect("never closed"),
+            () = &mut shutdown => break,
+        };
+        let (stream, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    pause_after_accept_error(error).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        tokio::spawn(serve_connection(
+            stream,
+            app.clone(),
+            limits,
+            permit,
+            stopping.clone(),
+        ));
+    }
+    let _ = stop.send(true);
+    // Every connection holds a permit until it is closed: taking them all waits for the last.
+    let _ = permits.acquire_many(permits_total).await;
+}
+
+async fn pause_after_accept_error(error: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        error.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return; // that connection is gone; the next one may be fine
+    }
+    tracing::error!(%error, "accept failed; pausing before accepting again");
+    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+}
+
+/// Serves one connection with HTTP/1.1 until it closes, the client goes silent, or the server
+/// stops; then closes it (see [`Connection::close`]) and returns its permit.
+async fn serve_connection(
+    stream: TcpStream,
+    app: Router,
+    limits: ConnectionLimits,
+    permit: OwnedSemaphorePermit,
+    mut stopping: watch::Receiver<bool>,
+) {
+    // Small JSON answers must not wait for Nagle's algorithm.
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "TCP_NODELAY not set");
+    }
+    let activity = Arc::new(Activity::default());
+    let mut connection = Connection::new(stream, limits, activity.clone());
+    let service = TrackedService {
+        inner: TowerToHyperService::new(app),
+        activity,
+    };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // The connection applies the header and idle timeouts itself; hyper's own header timer
+    // would also run between keep-alive requests.
+    builder.header_read_timeout(None);
+    let served = {
+        let mut http = pin!(builder.serve_connection(TokioIo::new(&mut connection), service));
+        tokio::select! {
+            served = http.as_mut() => served,
+            () = stopped(&mut stopping) => {
+                http.as_mut().graceful_shutdown();
+                http.await
+            }
+        }
+    };
+    if let Err(error) = served {
+        tracing::debug!(%error, "connection ended with an error");
+    }
+    connection.close().await;
+    drop(permit);
+}
+
+/// Resolves once the server stops (or its stop signal is gone).
+async fn stopped(stopping: &mut watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|stop| *stop).await;
+}
+
+/// The router as hyper's service, counting each request as in progress on its connection
+/// until its response is produced (a connection serving a request is never idle).
+#[derive(Clone)]
+struct TrackedService {
+    inner: TowerToHyperService<Router>,
+    activity: Arc<Activity>,
+}
+
+impl Service<hyper::Request<Incoming>> for TrackedService {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+        let in_flight = self.activity.request_started();
+        let request: Request = request.map(axum::body::Body::new);
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await;
+            drop(in_flight);
+            response
+        })
+    }
+}
