@@ -32,7 +32,7 @@ struct Args {
     list_settings: bool,
     /// Check the `--set` settings of a test run without starting anything: each name must be
     /// a broker setting or a topic-level one, and its value must parse. Prints where each
-    /// goes as JSON (`{"broker": {..}, "topic": {..}}`) and exits 0, or names the bad setting
+    /// goes as JSON (`{"broker": {..}, "topic": {..}, "topic_settings": [..]}`) and exits 0, or names the bad setting
     /// and exits 2. The harness calls this before a run, so a typo fails at once.
     #[arg(long)]
     check_config: bool,
@@ -66,9 +66,14 @@ fn check_config(args: &Args) -> ExitCode {
     }
     match tidewater_broker::config::route_settings(&settings) {
         Ok(routing) => {
+            let topic_settings: Vec<&str> = tidewater_broker::config::TOPIC_SETTINGS
+                .iter()
+                .map(|(name, _)| *name)
+                .collect();
             println!(
                 "{}",
-                serde_json::json!({"broker": routing.broker, "topic": routing.topic})
+                serde_json::json!({"broker": routing.broker, "topic": routing.topic,
+                                   "topic_settings": topic_settings})
             );
             ExitCode::SUCCESS
         }

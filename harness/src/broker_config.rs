@@ -18,6 +18,9 @@ pub struct Routing {
     pub broker: BTreeMap<String, String>,
     /// Settings of the test topic (its `configs`).
     pub topic: BTreeMap<String, String>,
+    /// Every topic-level setting name the broker knows.
+    #[serde(default)]
+    pub topic_settings: Vec<String>,
 }
 
 /// Checks `sets` with the broker binary at `binary`. `Err` names the refused setting in the
@@ -87,6 +90,17 @@ mod tests {
     #[test]
     fn the_harness_routes_topic_settings_as_the_broker_schema_does() {
         let binary = find_broker_binary().unwrap();
+        let known = check_sets(&binary, &BTreeMap::new())
+            .unwrap()
+            .topic_settings;
+        let mut ours: Vec<&str> = TOPIC_SETTINGS.to_vec();
+        let mut theirs: Vec<&str> = known.iter().map(String::as_str).collect();
+        ours.sort();
+        theirs.sort();
+        assert_eq!(
+            ours, theirs,
+            "the harness's topic-level settings are the broker's"
+        );
         for name in TOPIC_SETTINGS {
             let value = if name.ends_with(".enable") {
                 "true"

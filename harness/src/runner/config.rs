@@ -19,6 +19,7 @@ pub const TOPIC_SETTINGS: &[&str] = &[
     "segment.bytes",
     "max.message.bytes",
     "index.interval.bytes",
+    "message.timestamp.difference.max.ms",
 ];
 
 /// Topic-level settings that are not broker settings (the broker names them `log.*` or
@@ -29,6 +30,7 @@ pub const TOPIC_ONLY_SETTINGS: &[&str] = &[
     "segment.bytes",
     "max.message.bytes",
     "index.interval.bytes",
+    "message.timestamp.difference.max.ms",
 ];
 
 /// The settings of one run.
