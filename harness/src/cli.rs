@@ -180,6 +180,14 @@ pub struct MatrixArgs {
     /// Print plain log lines instead of a progress bar.
     #[arg(long)]
     pub plain: bool,
+    /// Override the matrix file's `[run] time_limit_s` for every run (seconds), e.g. for a
+    /// short night.
+    #[arg(long, value_name = "SECONDS")]
+    pub time_limit: Option<u64>,
+    /// Run each cell once per seed, with these seeds (comma-separated), instead of
+    /// `repetitions` runs with fresh random seeds: the same faults and choices every night.
+    #[arg(long, value_name = "SEED,SEED,...", value_delimiter = ',')]
+    pub seeds: Vec<u64>,
 }
 
 /// `tidewater clean`.
@@ -607,13 +615,20 @@ fn execute_run(
 }
 
 fn matrix_command(args: &MatrixArgs) -> i32 {
-    let file = match MatrixFile::load(&args.file) {
+    let mut file = match MatrixFile::load(&args.file) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("tidewater: matrix {e}");
             return EXIT_SETUP;
         }
     };
+    if let Some(limit) = args.time_limit {
+        file.run
+            .insert("time_limit_s".into(), toml::Value::Integer(limit as i64));
+    }
+    if !args.seeds.is_empty() {
+        file.repetitions = args.seeds.len() as u32;
+    }
     // Every cell's config is checked before the first run, so a typo fails in seconds.
     let base = default_config(&file.name);
     let mut configs = Vec::new();
@@ -656,7 +671,10 @@ fn matrix_command(args: &MatrixArgs) -> i32 {
             .find(|(label, _)| *label == cell.label)
             .expect("every cell was planned");
         let mut config = config.clone();
-        config.seed = rand::random();
+        config.seed = match args.seeds.get(repetition as usize) {
+            Some(seed) => *seed,
+            None => rand::random(),
+        };
         println!("matrix cell {} run {}", cell.label, repetition + 1);
         match execute_run(config, &target, &runtime) {
             // A verdict was reached (valid, invalid, unknown, or unknown with no recovery).

@@ -106,6 +106,11 @@ fn a_two_by_two_matrix_writes_its_page_and_junit_and_fails_on_the_unsatisfiable_
         "--subnet",
         SUBNET,
         "--plain",
+        // A short night: the file's 8 s overridden, and a fixed seed instead of a random one.
+        "--time-limit",
+        "6",
+        "--seeds",
+        "77",
     ]);
     let transcript = out.transcript();
     assert_eq!(
@@ -190,6 +195,10 @@ fn a_two_by_two_matrix_writes_its_page_and_junit_and_fails_on_the_unsatisfiable_
             config["sets"]["min.insync.replicas"].as_str().unwrap(),
         );
         assert_eq!(cell, format!("acks={acks} min.insync.replicas={min_isr}"));
+        assert_eq!(
+            (config["seed"].as_u64(), config["time_limit_s"].as_u64()),
+            (Some(77), Some(6))
+        );
         assert!(
             run_dir.join("results.json").is_file(),
             "{} was checked",
