@@ -657,6 +657,17 @@ fn matrix_command(args: &MatrixArgs) -> i32 {
             return EXIT_SETUP;
         }
     }
+    // One look at every host before the first run: an unreachable cluster stops the matrix
+    // with one message instead of erroring every run.
+    if let Some(cluster) = &args.cluster {
+        if let Err(e) = crate::cluster_file::preflight_cluster_file(cluster) {
+            eprintln!(
+                "tidewater: matrix not started: the cluster of {} is not ready: {e}",
+                cluster.display()
+            );
+            return EXIT_SETUP;
+        }
+    }
     if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
         eprintln!("tidewater: cannot install signal handlers: {e}");
         return EXIT_HARNESS;

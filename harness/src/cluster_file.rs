@@ -124,6 +124,14 @@ pub fn clean_cluster_file(path: &Path) -> Result<()> {
     cluster.teardown()
 }
 
+/// Checks every host of a cluster file (ssh, sudo, iptables, the broker binary or unit, free
+/// disk) without changing anything: what a night checks before its first run, so an
+/// unreachable cluster stops it with one message instead of failing every run.
+pub fn preflight_cluster_file(path: &Path) -> Result<()> {
+    let spec = load(path)?;
+    SshCluster::preflight_only(&spec).map(|_| ())
+}
+
 /// The number of brokers a cluster file lists (for the run's `nodes` setting).
 pub fn brokers_in(path: &Path) -> Result<usize> {
     load(path).map(|spec| spec.brokers())

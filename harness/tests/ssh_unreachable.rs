@@ -25,33 +25,28 @@ fn closed_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
+/// Three nodes on loopback addresses where nothing listens: every connection is refused at
+/// once, and no packet ever leaves this machine.
 fn cluster_file(dir: &Path) -> std::path::PathBuf {
-    let text = format!(
+    let mut text = String::from(
         r#"
         ssh_options = ["-F", "/dev/null", "-o", "StrictHostKeyChecking=no",
                        "-o", "UserKnownHostsFile=/dev/null"]
         sudo = false
         control = "process"
         connect_timeout_s = 2
-        [[node]]
-        name = "c1"
-        host = "127.0.0.1"
-        port = {port}
-        user = "root"
-        ip = "127.0.0.1"
-        [[node]]
-        name = "n1"
-        # TEST-NET-1 (RFC 5737): never routed, so the connection times out or has no route.
-        host = "192.0.2.1"
-        ip = "192.0.2.1"
-        [[node]]
-        name = "n2"
-        # The .invalid top-level domain never resolves (RFC 2606).
-        host = "tidewater-node.invalid"
-        ip = "192.0.2.2"
         "#,
-        port = closed_port()
     );
+    for (name, host) in [
+        ("c1", "127.0.0.1"),
+        ("n1", "127.0.0.2"),
+        ("n2", "127.0.0.3"),
+    ] {
+        text.push_str(&format!(
+            "[[node]]\nname = \"{name}\"\nhost = \"{host}\"\nport = {port}\nuser = \"root\"\nip = \"{host}\"\n",
+            port = closed_port()
+        ));
+    }
     let path = dir.join("cluster.toml");
     std::fs::write(&path, text).unwrap();
     path
@@ -81,14 +76,12 @@ fn unreachable_hosts_are_named_in_one_error_instead_of_a_hang() {
         err.contains("c1 (127.0.0.1): unreachable over ssh") && err.contains("Connection refused"),
         "{err}"
     );
-    assert!(
-        err.contains("n1 (192.0.2.1): unreachable over ssh"),
-        "{err}"
-    );
-    assert!(
-        err.contains("n2 (tidewater-node.invalid): unreachable over ssh"),
-        "{err}"
-    );
+    for node in ["n1 (127.0.0.2)", "n2 (127.0.0.3)"] {
+        assert!(
+            err.contains(&format!("{node}: unreachable over ssh")),
+            "{err}"
+        );
+    }
 }
 #[test]
 fn the_cli_reports_an_unreachable_cluster_as_a_setup_failure() {
@@ -129,5 +122,44 @@ fn the_cli_reports_an_unreachable_cluster_as_a_setup_failure() {
     );
     assert_eq!(out.status.code(), Some(3), "setup failure expected:\n{all}");
     assert!(all.contains("unreachable over ssh"), "{all}");
-    assert!(all.contains("tidewater-node.invalid"), "{all}");
+    assert!(all.contains("127.0.0.3"), "{all}");
+}
+
+#[test]
+fn a_matrix_on_an_unreachable_cluster_stops_before_its_first_run_with_one_message() {
+    if !ssh_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = cluster_file(dir.path());
+    let matrix = dir.path().join("m.toml");
+    std::fs::write(
+        &matrix,
+        "name = \"m\"\n[run]\nnodes = 2\nreplication_factor = 2\ntime_limit_s = 5\n[axes]\nacks = [\"1\", \"all\"]\n",
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let out = Command::new(env!("CARGO_BIN_EXE_tidewater"))
+        .arg("matrix")
+        .arg(&matrix)
+        .arg("--cluster")
+        .arg(&path)
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3), "{all}");
+    assert!(all.contains("matrix not started"), "{all}");
+    assert_eq!(
+        all.matches("unreachable over ssh").count(),
+        3,
+        "one message naming every host: {all}"
+    );
+    assert!(!all.contains("matrix cell"), "no run started: {all}");
+    assert!(!store.exists(), "nothing written: {all}");
 }

@@ -576,10 +576,22 @@ impl<'a> Scripts<'a> {
     /// `problem: ...` line per missing prerequisite. Exits 0 unless the shell
     /// itself fails, so a problem is told apart from an unreachable host.
     fn preflight(&self, installing: bool) -> String {
+        // Free space where the node's data goes (or the nearest existing parent): a night
+        // that fills a disk half-way would end in errors that look like broker bugs.
+        let free = format!(
+            "d={dir}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done; \
+             kb=$(df -Pk \"$d\" | awk 'NR==2 {{print $4}}'); \
+             [ \"${{kb:-0}}\" -ge {min_kb} ] || echo \"problem: only ${{kb:-0}} KiB free under $d \
+             (at least {min_mib} MiB needed)\"",
+            dir = quote(&self.dir),
+            min_kb = FREE_DISK_MIN_MIB * 1024,
+            min_mib = FREE_DISK_MIN_MIB
+        );
         let mut checks = vec![
             "command -v iptables >/dev/null 2>&1 || test -x /usr/sbin/iptables || \
              test -x /sbin/iptables || echo 'problem: iptables is not installed'"
                 .to_string(),
+            free,
         ];
         let unit_exists = format!("systemctl cat {} >/dev/null 2>&1", self.unit());
         let mut process_checks =
@@ -806,6 +818,9 @@ pub struct HostFacts {
     pub modes: BTreeMap<String, Mode>,
 }
 
+/// Free disk space each host needs under its node directory, checked by the preflight.
+pub const FREE_DISK_MIN_MIB: u64 = 1024;
+
 /// Checks every host at once, before anything changes on any of them; one error lists every
 /// unreachable host and every problem.
 pub fn preflight(spec: &SshSpec, remote: &dyn Remote, installing: bool) -> Result<HostFacts> {
@@ -1019,6 +1034,19 @@ pub struct SshCluster {
 }
 
 impl SshCluster {
+    /// Runs only the [`preflight`] of every host of `spec` (ssh reachable, sudo, iptables, the
+    /// broker binary or unit, free disk), changing nothing anywhere.
+    pub fn preflight_only(spec: &SshSpec) -> Result<HostFacts> {
+        spec.validate()?;
+        let targets = spec
+            .nodes
+            .iter()
+            .map(|n| (n.host.clone(), spec.target(n)))
+            .collect();
+        let remote = SshRemote::new(targets, spec.limits())?;
+        preflight(spec, &remote, spec.install_binary.is_some())
+    }
+
     /// Connects to every host with the system `ssh` and prepares them (see [`Self::with_remote`]).
     pub fn create(spec: SshSpec, settings: Vec<(String, String)>) -> Result<SshCluster> {
         spec.validate()?;
@@ -1508,6 +1536,11 @@ mod tests {
         assert_eq!(log.len(), 3, "nothing but the preflight ran: {log:?}");
         assert!(log[0].1.contains("sudo -n true"), "{}", log[0].1);
         assert!(log[0].1.contains("systemctl cat tidewater-broker"));
+        assert!(
+            log[0].1.contains("df -Pk"),
+            "free disk is checked: {}",
+            log[0].1
+        );
     }
 
     #[test]
