@@ -75,47 +75,70 @@ fn the_vagrantfile_validates() {
 }
 
 /// `vagrant/nightly.sh` against a stand-in `tidewater` (TW_TIDEWATER) and no Vagrant
-/// (TW_VAGRANT=0): it runs the matrix with the cluster file into a new night directory, keeps
-/// the log, points `latest` at it, exits with the matrix's status, deletes only old night
-/// directories, and refuses to start while another night holds the lock.
+/// (TW_VAGRANT=0), in cron's minimal environment (`env -i PATH=/usr/bin:/bin`): it runs the
+/// matrix with the cluster file into the one store with the night's stamp, keeps the night's
+/// log in the store, hands the summary to TW_NOTIFY, exits with the matrix's status, deletes
+/// only old night logs, and refuses to start while another night holds the lock.
 #[test]
-fn nightly_sh_runs_the_matrix_keeps_the_night_and_prunes_old_ones() {
+fn nightly_sh_runs_the_matrix_into_one_store_keeps_the_log_and_prunes_old_ones() {
     use std::os::unix::fs::PermissionsExt;
     if !installed("flock", "--version") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let fake = root.join("fake-tidewater");
+    let fake = root.join("bin/tidewater");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    // The stand-in writes its arguments and the summary a real matrix would write.
     std::fs::write(
         &fake,
-        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$FAKE_ARGS\"\necho 'matrix: 8 cells'\nexit 1\n",
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$FAKE_ARGS\"\necho 'matrix: 8 cells'\n\
+         night=$(printf '%s\\n' \"$@\" | sed -n '/^--night$/{n;p}')\n\
+         mkdir -p \"$FAKE_STORE/durability/nights/$night\"\n\
+         echo '{}' > \"$FAKE_STORE/durability/nights/$night/summary.json\"\nexit 1\n",
     )
     .unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(root.join("bin/tidewater-broker"), "#!/bin/sh\n").unwrap();
+    let notify = root.join("notify");
+    std::fs::write(
+        &notify,
+        "#!/bin/sh\necho \"$1 $NIGHTLY_EXIT\" > \"$FAKE_NOTIFIED\"\n",
+    )
+    .unwrap();
+    for f in [&fake, &root.join("bin/tidewater-broker"), &notify] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let (matrix, cluster) = (root.join("durability.toml"), root.join("cluster.toml"));
     std::fs::write(&matrix, "name = \"durability\"\n").unwrap();
     std::fs::write(&cluster, "# hosts\n").unwrap();
-    let nightly = root.join("nightly");
-    for old in ["20200101T000000", "keep-me"] {
-        std::fs::create_dir_all(nightly.join(old)).unwrap();
+    let store = root.join("store");
+    let nights = store.join("nights");
+    std::fs::create_dir_all(&nights).unwrap();
+    for old in ["20200101T000000.log", "keep-me.log"] {
+        std::fs::write(nights.join(old), "old\n").unwrap();
         let touched = Command::new("touch")
             .args(["-d", "100 days ago"])
-            .arg(nightly.join(old))
+            .arg(nights.join(old))
             .status()
             .unwrap();
         assert!(touched.success());
     }
     let run = || {
-        Command::new("bash")
+        Command::new("/bin/bash")
             .arg(vagrant_dir().join("nightly.sh"))
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
             .env("TW_REPO", root)
             .env("TW_TIDEWATER", &fake)
             .env("TW_VAGRANT", "0")
             .env("TW_MATRIX", &matrix)
             .env("TW_CLUSTER", &cluster)
-            .env("TW_NIGHTLY", &nightly)
+            .env("TW_STORE", &store)
+            .env("TW_SEEDS", "1,2")
+            .env("TW_NOTIFY", &notify)
             .env("FAKE_ARGS", root.join("args"))
+            .env("FAKE_STORE", &store)
+            .env("FAKE_NOTIFIED", root.join("notified"))
             .output()
             .unwrap()
     };
@@ -127,29 +150,40 @@ fn nightly_sh_runs_the_matrix_keeps_the_night_and_prunes_old_ones() {
         "the matrix's status:\n{printed}"
     );
 
-    let night = std::fs::canonicalize(nightly.join("latest")).unwrap();
     let args = std::fs::read_to_string(root.join("args")).unwrap();
+    let stamp = args
+        .lines()
+        .skip_while(|l| *l != "--night")
+        .nth(1)
+        .expect("--night STAMP")
+        .to_string();
     let expected = format!(
-        "matrix\n{}\n--cluster\n{}\n--store\n{}\n--plain\n",
+        "matrix\n{}\n--cluster\n{}\n--store\n{}\n--night\n{stamp}\n--seeds\n1,2\n--plain\n",
         matrix.display(),
         cluster.display(),
-        night.join("store").display()
+        store.display(),
     );
     assert_eq!(args, expected);
-    let log = std::fs::read_to_string(night.join("nightly.log")).unwrap();
+    let log = std::fs::read_to_string(nights.join(format!("{stamp}.log"))).unwrap();
     assert!(log.contains("matrix: 8 cells"), "{log}");
     assert!(log.contains("matrix finished with exit status 1"), "{log}");
-    assert!(
-        !nightly.join("20200101T000000").exists(),
-        "an old night is pruned"
+    let summary = store.join(format!("durability/nights/{stamp}/summary.json"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("notified")).unwrap(),
+        format!("{} 1\n", summary.display()),
+        "TW_NOTIFY gets the summary and the exit status"
     );
     assert!(
-        nightly.join("keep-me").exists(),
-        "other directories are never touched"
+        !nights.join("20200101T000000.log").exists(),
+        "an old night log is pruned"
+    );
+    assert!(
+        nights.join("keep-me.log").exists(),
+        "other files are never touched"
     );
 
     // Another night in progress holds the lock: this one does not start.
-    let lock = std::fs::File::create(nightly.join(".lock")).unwrap();
+    let lock = std::fs::File::create(nights.join(".lock")).unwrap();
     use std::os::fd::AsRawFd;
     // SAFETY: flock on a file we own and keep open for the check.
     assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
