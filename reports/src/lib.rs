@@ -32,6 +32,7 @@ pub mod matrix;
 pub mod plots;
 pub mod report;
 pub mod run_dir;
+pub mod timeline;
 
 pub use error::ReportError;
 pub use index::render_index;
