@@ -133,9 +133,10 @@ impl RunSummary {
         match (&self.results, &self.failure) {
             (Some(r), _) => standing_badge(Some(r), ""),
             (None, Some((kind, message))) => format!(
-                "<span class=\"verdict setup\" title=\"{}\">{}</span>",
+                "<span class=\"verdict setup\" title=\"{}\">{}</span><span class=\"facts\">{}</span>",
                 esc(message),
-                esc(kind)
+                esc(kind),
+                esc(message)
             ),
             (None, None) => standing_badge(None, "not checked"),
         }
@@ -283,7 +284,9 @@ pub fn loss_colour(run: &RunSummary) -> &'static str {
     match (run.lost(), &run.failure) {
         (None, Some(_)) => "#37474f",
         (None, None) => "#bdbdbd",
-        (Some((_, 0)), _) => "#bdbdbd",
+        // Older results say what was lost but not how much was acknowledged.
+        (Some((0, 0)), _) => "#bdbdbd",
+        (Some((_, 0)), _) => "#d55e00",
         (Some((0, _)), _) if run.verdict() == Some(Validity::Valid) => "#2e7d32",
         (Some((0, _)), _) => "#9e9e9e",
         (Some((lost, acked)), _) => {

@@ -645,12 +645,12 @@ pub fn matrix_html(summary: &MatrixSummary, out_dir: &Path) -> Result<String, Re
         "<span class=\"verdict valid\">every expectation held</span>".to_string()
     } else if failed > 0 {
         format!(
-            "<span class=\"verdict invalid\">{failed} expectations failed</span> {errored} runs errored"
+            "<span class=\"verdict invalid\">{failed} expectation(s) failed</span> {errored} run(s) errored"
         )
     } else {
         format!(
-            "<span class=\"verdict partial\">no expectation failed, but {errored} runs errored</span> \
-             {not_evaluated} cells were not evaluated at all"
+            "<span class=\"verdict partial\">no expectation failed, but {errored} run(s) errored</span> \
+             {not_evaluated} cell(s) not evaluated at all"
         )
     };
     let _ = write!(body, "<p>{verdict}</p>");

@@ -33,9 +33,9 @@ pub(super) fn figure(ctx: &Ctx, bands: &BandNote) -> Result<String, ReportError>
                     "lane {}: {} from {:.2} s to {:.2} s",
                     lane + 1,
                     match outcome {
-                        Outcome::Ok => "all ok",
-                        Outcome::Fail => "some failed",
-                        Outcome::Info => "some indeterminate",
+                        Outcome::Ok => "mostly ok",
+                        Outcome::Fail => "mostly failed",
+                        Outcome::Info => "mostly indeterminate",
                     },
                     start as f64 / 1e9,
                     end as f64 / 1e9
@@ -44,7 +44,8 @@ pub(super) fn figure(ctx: &Ctx, bands: &BandNote) -> Result<String, ReportError>
         }
         format!(
             "With {} operations (more than {TIMELINE_OPS_MAX}) each lane is drawn in {:.2} s \
-             columns coloured by the worst outcome in them (info over fail over ok).",
+             columns coloured by the most frequent outcome in them (a stray failure does not \
+             show here; the latency plot has every one).",
             t.ops_total,
             t.column_ns as f64 / 1e9
         )
