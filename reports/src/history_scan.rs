@@ -644,6 +644,15 @@ fn observe_final(scan: &mut HistoryScan, op: &OpView) {
     }
 }
 
+/// The nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
 /// Records one observed watermark and checks it against those observed before the op began.
 fn observe_hw(
     scan: &mut HistoryScan,

@@ -14,11 +14,10 @@
 //! cells' labels name only what differs.
 
 use crate::error::ReportError;
-use crate::history_scan::{scan_history, Outcome};
+use crate::history_scan::{percentile, scan_history, Outcome};
 use crate::html::{esc, ms, page, standing_badge};
 use crate::index::href;
 use crate::plots::{self, Bar, BLUE, ORANGE, PURPLE, VERMILLION};
-use crate::report::percentile;
 use crate::run_dir::{config_settings, display_value, lost_acknowledged, RunFiles};
 use crate::run_dir::{HISTORY_FILE, REPORT_FILE};
 use serde_json::Value;

@@ -31,6 +31,7 @@ pub const FAULT_ROWS_MAX: usize = 500;
 /// Node log files linked at most.
 pub const NODE_FILES_MAX: usize = 60;
 pub use crate::figures::{GROUP_PLOT_IDS, PARTITIONS_DRAWN_MAX, PLOT_IDS};
+pub use crate::history_scan::percentile;
 
 /// Renders `run_dir/report.html` from the files of the run and returns its path.
 pub fn render_run(run_dir: &Path) -> Result<PathBuf, ReportError> {
@@ -628,15 +629,6 @@ fn share(part: u64, whole: u64) -> String {
     } else {
         format!("{:.1}%", 100.0 * part as f64 / whole as f64)
     }
-}
-
-/// The nearest-rank percentile of sorted values.
-pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    Some(sorted[rank - 1])
 }
 
 fn summary_section(scan: &HistoryScan) -> String {

@@ -211,7 +211,7 @@ pub(crate) fn quantiles_over_time(
         .map(|(i, mut v)| {
             v.sort_unstable();
             let q = QUANTILES
-                .map(|(_, p, _)| crate::report::percentile(&v, p).unwrap_or(0) as f64 / 1e6);
+                .map(|(_, p, _)| crate::history_scan::percentile(&v, p).unwrap_or(0) as f64 / 1e6);
             (x_lo + (i as f64 + 0.5) * width, q)
         })
         .collect()
