@@ -4,7 +4,9 @@
 //! link resolves (in-page anchors to an element, file links to a file). Screenshots of the
 //! unclean-election report, the index and the matrix page are kept for humans to look at,
 //! with the pages themselves, in `$TIDEWATER_ARTIFACTS` or else
-//! `<target>/tmp/tidewater-screenshots/` (printed by the test).
+//! `<target>/tmp/tidewater-screenshots/` (printed by the test). `TIDEWATER_REPORT_RUN=DIR`
+//! adds a real run directory (for example one of `tidewater run --plan unclean-election`):
+//! its report is rendered, probed the same way and photographed as `real-run-report.png`.
 //!
 //! Chromium comes from the distribution (`chromium-headless-shell` or `chromium`, installed
 //! by `.ci/run`); `TIDEWATER_CHROMIUM` names another binary. Without one the test fails when
@@ -324,6 +326,19 @@ fn reports_index_and_matrix_render_every_svg_without_errors_and_their_links_reso
         (&matrix, "matrix.png", (1280, 1400)),
     ] {
         screenshot(&chromium, page, &artifacts.join(png), size, &work);
+    }
+    if let Some(real) = std::env::var_os("TIDEWATER_REPORT_RUN") {
+        let page = render_run(Path::new(&real)).unwrap();
+        let (line, console) = probe(&chromium, &page, &work);
+        assert_clean(&page, &line, &console, true);
+        let height = probed(&line, "HEIGHT").clamp(900, 16_000) as u32;
+        screenshot(
+            &chromium,
+            &page,
+            &artifacts.join("real-run-report.png"),
+            (1280, height),
+            &work,
+        );
     }
     eprintln!("screenshots and pages kept in {}", artifacts.display());
 }
