@@ -270,9 +270,23 @@ fn the_unclean_election_report_draws_the_isr_kill_every_loss_and_the_offline_per
         );
         assert!(figure(&html, "plot-leaders")
             .contains(&format!("{key} led by n3 (leader epoch 2) from 27.5 s")));
+        // Availability: the key's completed sends, counted from the history.
+        let sends = history
+            .iter()
+            .filter(|op| op["f"] == "send" && op["type"] != "invoke")
+            .filter(|op| op["value"][0][1] == key)
+            .count();
+        let row = format!("<td>{key}</td><td class=\"num\">{sends}</td>");
+        let at = html
+            .find(&row)
+            .unwrap_or_else(|| panic!("{key}: availability row"));
+        let row = &html[at..at + html[at..].find("</tr>").unwrap()];
+        let offline = format!("{:.1}", (b - a) as f64 / 1e9);
         assert!(
-            html.contains(&format!("<td>{key}</td><td class=\"num\">450</td>")),
-            "{key}: availability row"
+            row.ends_with(&format!(
+                "<td class=\"num\">{offline}</td><td class=\"num\">{offline}</td>"
+            )),
+            "{key}: time without a leader: {row}"
         );
     }
 
