@@ -1,13 +1,19 @@
-//! Fault windows: when each kind of fault was in effect, from the nemesis ops of a history.
+//! Fault windows: when each fault was in effect on which nodes.
 //!
-//! A window of kind `X` opens at a `start-X` op and closes at the next `stop-X` op (or at the
-//! end of the history). When the nemesis logs both an invocation and a completion for a step,
-//! the window spans from the first `start-X` to the last `stop-X` of that pair, the widest
-//! time the fault may have been in effect. Functions not of the form `start-X` / `stop-X`
-//! are kept as point events.
+//! There is one list of them per run, derived from the history once by the checker
+//! (`tidewater_workloads::checker::FaultTracker`: every `start-X` paired with its own `stop-X`,
+//! per node and per fault, overlapping windows kept) and written to results.json as
+//! `stats.fault_windows`. Every plot and table of the report draws that list. For a run
+//! whose results.json predates the field, or that has none, the same tracker derives the
+//! list here from the nemesis ops of the history, so the pairing is never done twice in two
+//! ways. Nemesis ops that are not `start-X` / `stop-X` (and starts that failed) are kept as
+//! events for the Faults table.
 
 use serde_json::Value;
-use tidewater_workloads::history::{Op, OpType};
+use tidewater_workloads::checker::FaultTracker;
+pub use tidewater_workloads::checker::FaultWindow;
+use tidewater_workloads::history::{Op, OpType, Process};
+use tidewater_workloads::results::CheckResults;
 
 /// The kind of a fault, which decides its colour.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -43,35 +49,26 @@ impl FaultKind {
         }
     }
 
-    /// The band colour: distinct from each other and from the outcome colours of points.
+    /// The band colour, from the Okabe-Ito palette (told apart with any colour vision):
+    /// reddish purple, yellow, sky blue; grey for others. Data is drawn in stronger colours
+    /// on top of these light bands.
     pub fn rgb(&self) -> (u8, u8, u8) {
         match self {
-            FaultKind::Kill => (214, 39, 140),
-            FaultKind::Pause => (230, 190, 0),
-            FaultKind::Partition => (23, 160, 207),
-            FaultKind::Other(_) => (127, 127, 127),
+            FaultKind::Kill => (204, 121, 167),
+            FaultKind::Pause => (240, 228, 66),
+            FaultKind::Partition => (86, 180, 233),
+            FaultKind::Other(_) => (150, 150, 150),
         }
     }
 }
 
-/// One interval during which a fault was in effect.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FaultWindow {
-    /// What kind of fault.
-    pub kind: FaultKind,
-    /// Start, ns since the test started.
-    pub start_ns: u64,
-    /// End, ns; the end of the history when it was never stopped.
-    pub end_ns: u64,
-    /// True when no `stop-X` closed it.
-    pub open_ended: bool,
-    /// The value of the `start-X` op (targets, grudge), for the fault table.
-    pub value: Value,
-    /// Index of the `start-X` op.
-    pub start_index: u64,
+/// The kind of a window.
+pub fn kind_of(w: &FaultWindow) -> FaultKind {
+    FaultKind::from_name(&w.kind)
 }
 
-/// A nemesis op that is not part of a start/stop pair (for example `heal` or an unknown f).
+/// A nemesis op that is not part of a start/stop pair (for example `heal` or an unknown f),
+/// or a start that failed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NemesisEvent {
     /// Its function.
@@ -82,89 +79,128 @@ pub struct NemesisEvent {
     pub value: Value,
     /// Its index.
     pub index: u64,
+    /// Its error, when it failed.
+    pub error: Option<String>,
 }
 
-/// Fault windows and other nemesis events of a history.
+/// Where the windows came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WindowSource {
+    /// `stats.fault_windows` of results.json.
+    #[default]
+    Results,
+    /// Derived here from the history's nemesis ops (results.json lacks the list).
+    History,
+}
+
+/// Fault windows and other nemesis events of a run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Faults {
     /// Windows ordered by start time.
     pub windows: Vec<FaultWindow>,
     /// Everything else the nemesis did.
     pub events: Vec<NemesisEvent>,
+    /// Where `windows` came from.
+    pub source: WindowSource,
 }
 
 impl Faults {
     /// The distinct kinds present, in a stable order.
     pub fn kinds(&self) -> Vec<FaultKind> {
-        let mut kinds: Vec<FaultKind> = self.windows.iter().map(|w| w.kind.clone()).collect();
+        let mut kinds: Vec<FaultKind> = self.windows.iter().map(kind_of).collect();
         kinds.sort();
         kinds.dedup();
         kinds
     }
+
+    /// Every node some window names, in natural order (`n2` before `n10`).
+    pub fn nodes(&self) -> Vec<String> {
+        let mut nodes: Vec<String> = self
+            .windows
+            .iter()
+            .flat_map(|w| w.nodes.iter().cloned())
+            .collect();
+        nodes.sort_by_key(|a| natural_key(a));
+        nodes.dedup();
+        nodes
+    }
 }
 
-/// Builds the windows from `nemesis` ops in history order; `end_ns` closes open windows.
-pub fn fault_windows(nemesis: &[Op], end_ns: u64) -> Faults {
-    let mut faults = Faults::default();
-    // Open windows by kind, and the last closed window per kind if its stop was an invocation
-    // (its completion may follow and extend it).
-    let mut open: Vec<FaultWindow> = Vec::new();
-    let mut closed_by_invoke: Vec<(FaultKind, usize)> = Vec::new();
-    for op in nemesis {
-        if let Some(name) = op.f.strip_prefix("start-") {
-            let kind = FaultKind::from_name(name);
-            if !open.iter().any(|w| w.kind == kind) {
-                open.push(FaultWindow {
-                    kind,
-                    start_ns: op.time,
-                    end_ns,
-                    open_ended: true,
-                    value: op.value.clone(),
-                    start_index: op.index,
-                });
-            }
-        } else if let Some(name) = op.f.strip_prefix("stop-") {
-            let kind = FaultKind::from_name(name);
-            if let Some(at) = open.iter().position(|w| w.kind == kind) {
-                let mut w = open.remove(at);
-                w.end_ns = op.time.max(w.start_ns);
-                w.open_ended = false;
-                closed_by_invoke.retain(|(k, _)| *k != kind);
-                if op.kind == OpType::Invoke {
-                    closed_by_invoke.push((kind, faults.windows.len()));
-                }
-                faults.windows.push(w);
-            } else if let Some(pos) = closed_by_invoke.iter().position(|(k, _)| *k == kind) {
-                let (_, at) = closed_by_invoke.remove(pos);
-                faults.windows[at].end_ns = faults.windows[at].end_ns.max(op.time);
-            }
-        } else {
-            faults.events.push(NemesisEvent {
-                f: op.f.clone(),
-                time_ns: op.time,
-                value: op.value.clone(),
-                index: op.index,
-            });
-        }
+/// Sorts names with a trailing number by that number.
+pub fn natural_key(name: &str) -> (String, u64) {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (stem, number) = name.split_at(name.len() - digits);
+    (stem.to_string(), number.parse().unwrap_or(0))
+}
+
+/// `stats.fault_windows` of the results, when present and well formed.
+fn windows_of_results(results: Option<&CheckResults>) -> Option<Vec<FaultWindow>> {
+    let list = results?.stats.get("fault_windows")?;
+    serde_json::from_value(list.clone()).ok()
+}
+
+/// The run's fault windows: results.json's list, else derived from the nemesis ops (in
+/// history order) with the checker's tracker; windows never stopped end at `end_ns`.
+pub fn fault_windows(results: Option<&CheckResults>, nemesis: &[Op], end_ns: u64) -> Faults {
+    let events = nemesis
+        .iter()
+        .filter(|op| {
+            let paired = op.f.starts_with("start-") || op.f.starts_with("stop-");
+            !paired || (op.error.is_some() && op.f.starts_with("start-"))
+        })
+        .map(|op| NemesisEvent {
+            f: op.f.clone(),
+            time_ns: op.time,
+            value: op.value.clone(),
+            index: op.index,
+            error: op.error.clone(),
+        })
+        .collect();
+    if let Some(windows) = windows_of_results(results) {
+        return Faults {
+            windows,
+            events,
+            source: WindowSource::Results,
+        };
     }
-    faults.windows.extend(open);
-    faults.windows.sort_by_key(|w| (w.start_ns, w.start_index));
-    faults
+    let mut tracker = FaultTracker::default();
+    for op in nemesis {
+        tracker.observe(op);
+    }
+    // A client op only moves the tracker's clock: open windows end at the end of the run.
+    tracker.observe(&Op {
+        index: u64::MAX,
+        time: end_ns,
+        process: Process::Client(0),
+        kind: OpType::Invoke,
+        f: String::new(),
+        value: Value::Null,
+        node: None,
+        high_watermarks: None,
+        log_start_offsets: None,
+        error: None,
+        r#final: false,
+    });
+    Faults {
+        windows: tracker.windows(),
+        events,
+        source: WindowSource::History,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tidewater_workloads::history::Process;
+    use serde_json::json;
 
-    fn nem(index: u64, time: u64, kind: OpType, f: &str) -> Op {
+    fn nem(index: u64, time_s: u64, f: &str, value: Value) -> Op {
         Op {
             index,
-            time,
+            time: time_s * 1_000_000_000,
             process: Process::Nemesis,
-            kind,
+            kind: OpType::Info,
             f: f.into(),
-            value: serde_json::json!(["n1"]),
+            value,
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
@@ -173,56 +209,84 @@ mod tests {
         }
     }
 
-    #[test]
-    fn windows_run_from_start_to_stop_per_kind_and_unknown_fs_are_events() {
-        let ops = [
-            nem(0, 10, OpType::Info, "start-kill"),
-            nem(1, 20, OpType::Info, "start-partition"),
-            nem(2, 30, OpType::Info, "stop-kill"),
-            nem(3, 35, OpType::Info, "start-clock-skew"),
-            nem(4, 40, OpType::Info, "stop-partition"),
-            nem(5, 50, OpType::Info, "start-pause"),
-            nem(6, 55, OpType::Info, "heal-everything"),
-        ];
-        let faults = fault_windows(&ops, 100);
-        let got: Vec<_> = faults
+    /// (kind, nodes, start s, end s, open) of each window.
+    fn summary(faults: &Faults) -> Vec<(String, String, f64, f64, bool)> {
+        faults
             .windows
             .iter()
             .map(|w| {
                 (
-                    w.kind.label().to_string(),
-                    w.start_ns,
-                    w.end_ns,
-                    w.open_ended,
+                    w.kind.clone(),
+                    w.nodes.join(","),
+                    w.start_s,
+                    w.end_s,
+                    w.open,
                 )
             })
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                ("kill".to_string(), 10, 30, false),
-                ("partition".to_string(), 20, 40, false),
-                ("clock-skew".to_string(), 35, 100, true),
-                ("pause".to_string(), 50, 100, true),
-            ]
-        );
-        assert_eq!(faults.events.len(), 1);
-        assert_eq!(faults.events[0].f, "heal-everything");
+            .collect()
     }
 
     #[test]
-    fn invoke_and_completion_pairs_make_the_widest_window() {
+    fn overlapping_kills_pauses_and_partitions_each_keep_their_window() {
+        // The unclean-election shape: a kill of the stale node, then of the whole ISR while
+        // the first is open, then the stale node alone restarted: that stop must not end the
+        // ISR's window.
         let ops = [
-            nem(0, 10, OpType::Invoke, "start-pause"),
-            nem(1, 12, OpType::Info, "start-pause"),
-            nem(2, 30, OpType::Invoke, "stop-pause"),
-            nem(3, 33, OpType::Info, "stop-pause"),
+            nem(0, 3, "start-partition", json!({"n3": ["n1", "n2"]})),
+            nem(1, 8, "start-kill", json!(["n3"])),
+            nem(2, 9, "stop-partition", json!(null)),
+            nem(3, 10, "start-pause", json!(["n1"])),
+            nem(4, 12, "stop-pause", json!(["n1"])),
+            nem(5, 14, "start-kill", json!(["n1", "n2"])),
+            nem(6, 15, "stop-kill", json!(["n3"])),
+            nem(7, 16, "start-pause", json!(["n3"])),
+            nem(8, 35, "stop-kill", json!(["n1", "n2"])),
+            nem(9, 36, "heal", json!(null)),
         ];
-        let faults = fault_windows(&ops, 100);
-        assert_eq!(faults.windows.len(), 1);
+        let faults = fault_windows(None, &ops, 50_000_000_000);
+        assert_eq!(faults.source, WindowSource::History);
+        let s = |k: &str, n: &str, a: f64, b: f64, open: bool| {
+            (k.to_string(), n.to_string(), a, b, open)
+        };
         assert_eq!(
-            (faults.windows[0].start_ns, faults.windows[0].end_ns),
-            (10, 33)
+            summary(&faults),
+            vec![
+                s("partition", "n1,n2,n3", 3.0, 9.0, false),
+                s("kill", "n3", 8.0, 15.0, false),
+                s("pause", "n1", 10.0, 12.0, false),
+                s("kill", "n1,n2", 14.0, 35.0, false),
+                s("pause", "n3", 16.0, 50.0, true),
+            ]
         );
+        assert_eq!(faults.events.len(), 1);
+        assert_eq!(faults.events[0].f, "heal");
+        assert_eq!(faults.nodes(), vec!["n1", "n2", "n3"]);
+    }
+
+    #[test]
+    fn the_checkers_list_in_results_is_used_as_is() {
+        let ops = [
+            nem(0, 1, "start-kill", json!(["n1"])),
+            nem(1, 2, "stop-kill", json!(["n1"])),
+        ];
+        let results: CheckResults = serde_json::from_value(json!({
+            "valid": true, "anomalies": {},
+            "stats": {"fault_windows": [{"kind": "kill", "nodes": ["n1"], "start_s": 1.0,
+                                         "end_s": 2.5, "start_op": 0}]}
+        }))
+        .unwrap();
+        let faults = fault_windows(Some(&results), &ops, 9_000_000_000);
+        assert_eq!(faults.source, WindowSource::Results);
+        assert_eq!(
+            summary(&faults),
+            vec![("kill".into(), "n1".into(), 1.0, 2.5, false)]
+        );
+    }
+
+    #[test]
+    fn node_names_sort_by_their_number() {
+        let mut names = vec!["n10", "n2", "n1"];
+        names.sort_by_key(|a| natural_key(a));
+        assert_eq!(names, vec!["n1", "n2", "n10"]);
     }
 }

@@ -1,12 +1,21 @@
 //! One streaming pass over `history.jsonl` that gathers everything a report draws.
 //!
 //! A history can hold millions of operations, so it is never loaded whole: each line is
-//! parsed into a light view of [`Op`] (the micro-op values are skipped), and only what the
-//! plots and tables need is kept: per-op latency, observed high watermarks, the nemesis ops,
-//! and the raw lines of the ops that the checkers' examples refer to.
+//! parsed into a light view of [`Op`] (the micro-op values are kept as raw text and parsed
+//! only where needed: completed sends and final reads), and only what the plots and tables
+//! need is kept: per-op latency, observed high watermarks, the nemesis ops, every
+//! acknowledged send (key, offset, value, time), the values the final reads returned, send
+//! outcomes per partition, the operations per lane for the timeline, and the raw lines of
+//! the ops that the checkers' examples refer to.
+//!
+//! The main phase starts at the first client invocation that is not a final read: the runner
+//! records nothing during setup (cluster, topic), so that is when the workload began.
 
 use crate::error::ReportError;
-use serde::Deserialize;
+use crate::timeline::{OpKind, Timeline};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
@@ -111,6 +120,45 @@ impl KeyWatermarks {
     }
 }
 
+/// One acknowledged send (a micro-op of an ok `send` completion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckedSend {
+    /// The value sent (unique in a history).
+    pub value: i64,
+    /// The key's number in [`HistoryScan::keys`].
+    pub key: u32,
+    /// The offset the broker acknowledged, when it said.
+    pub offset: Option<u64>,
+    /// When it was acknowledged, ns.
+    pub ack_ns: u64,
+}
+
+/// What the ok final reads showed of one key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FinalKey {
+    /// The highest log start offset they reported.
+    pub log_start: Option<u64>,
+    /// The highest high watermark they reported.
+    pub high_watermark: Option<u64>,
+    /// The lowest offset they returned.
+    pub first: Option<u64>,
+    /// The highest offset they returned.
+    pub reach: Option<u64>,
+    /// Records they returned.
+    pub records: u64,
+}
+
+/// Send micro-ops per key by outcome: what availability per partition is counted from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeySends {
+    /// Acknowledged.
+    pub ok: u64,
+    /// Certainly not written.
+    pub fail: u64,
+    /// Indeterminate.
+    pub info: u64,
+}
+
 /// What one pass over a history found.
 #[derive(Debug, Clone, Default)]
 pub struct HistoryScan {
@@ -134,6 +182,26 @@ pub struct HistoryScan {
     pub referenced: BTreeMap<u64, String>,
     /// Problems that did not stop the scan.
     pub warnings: Vec<String>,
+    /// The first client invocation that is not a final read, ns: the main phase's start.
+    pub main_start_ns: Option<u64>,
+    /// The first final read's invocation, ns.
+    pub final_start_ns: Option<u64>,
+    /// Every key named by a send or a final read, in order of appearance.
+    pub keys: Vec<String>,
+    /// Numbers of `keys`.
+    key_ids: HashMap<String, u32>,
+    /// Every acknowledged send, in history order.
+    pub acked: Vec<AckedSend>,
+    /// Every value an ok final read returned (any key), unsorted.
+    pub final_values: Vec<i64>,
+    /// What the ok final reads showed, by key number.
+    pub final_keys: BTreeMap<u32, FinalKey>,
+    /// Ok final reads.
+    pub final_ok: u64,
+    /// Send micro-ops by key number and outcome.
+    pub sends_by_key: BTreeMap<u32, KeySends>,
+    /// The main phase's operations per lane.
+    pub timeline: Timeline,
 }
 
 impl HistoryScan {
@@ -149,6 +217,21 @@ impl HistoryScan {
         let mut fs: BTreeSet<String> = self.latencies.keys().map(|(f, _)| f.clone()).collect();
         fs.extend(self.open.keys().cloned());
         fs
+    }
+
+    /// The name of key number `id`.
+    pub fn key_name(&self, id: u32) -> &str {
+        &self.keys[id as usize]
+    }
+
+    fn key_id(&mut self, key: &str) -> u32 {
+        if let Some(&id) = self.key_ids.get(key) {
+            return id;
+        }
+        let id = self.keys.len() as u32;
+        self.keys.push(key.to_string());
+        self.key_ids.insert(key.to_string(), id);
+        id
     }
 }
 
@@ -181,7 +264,8 @@ impl<'de> Deserialize<'de> for ProcessView {
     }
 }
 
-/// The fields of an [`Op`] the scan needs; micro-op values are skipped unparsed.
+/// The fields of an [`Op`] the scan needs; micro-op values are kept as raw text, parsed
+/// only for completed sends and final reads.
 #[derive(Deserialize)]
 struct OpView<'a> {
     index: u64,
@@ -191,8 +275,151 @@ struct OpView<'a> {
     kind: OpType,
     #[serde(borrow)]
     f: Cow<'a, str>,
+    #[serde(borrow, default)]
+    value: Option<&'a RawValue>,
     #[serde(default)]
     high_watermarks: Option<BTreeMap<Cow<'a, str>, u64>>,
+    #[serde(default)]
+    log_start_offsets: Option<BTreeMap<Cow<'a, str>, u64>>,
+    #[serde(default, rename = "final")]
+    is_final: bool,
+}
+
+/// A string borrowed from the line when it holds no escape, copied otherwise.
+struct CowStr<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for CowStr<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CowStr<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                s: &'de str,
+            ) -> Result<Self::Value, E> {
+                Ok(CowStr(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(CowStr(Cow::Owned(s.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The third element of a send micro-op: the value on invoke (and on fail/info completions),
+/// `[offset, value]` on an ok completion (offset `null` when unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SendPayload {
+    offset: Option<u64>,
+    value: Option<i64>,
+}
+
+impl<'de> Deserialize<'de> for SendPayload {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SendPayload;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a value or [offset, value]")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<SendPayload, E> {
+                Ok(SendPayload {
+                    offset: None,
+                    value: Some(v),
+                })
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<SendPayload, E> {
+                Ok(SendPayload {
+                    offset: None,
+                    value: i64::try_from(v).ok(),
+                })
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<SendPayload, E> {
+                Ok(SendPayload {
+                    offset: None,
+                    value: None,
+                })
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SendPayload, A::Error> {
+                let offset: Option<u64> = seq.next_element::<Option<u64>>()?.flatten();
+                let value: Option<i64> = seq.next_element::<Option<i64>>()?.flatten();
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(SendPayload { offset, value })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Records of a poll micro-op: key -> `[[offset, value], ...]`.
+struct PollRecords<'a>(Vec<(CowStr<'a>, Vec<(u64, i64)>)>);
+
+impl<'de> Deserialize<'de> for PollRecords<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PollRecords<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of key to records")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<CowStr, Vec<(u64, i64)>>()? {
+                    out.push((k, v));
+                }
+                Ok(PollRecords(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A micro-op, as far as the report needs it.
+enum Micro<'a> {
+    /// `["send", key, payload]`.
+    Send(CowStr<'a>, SendPayload),
+    /// `["poll", {key: records}]` (or `["poll"]` on invoke).
+    Poll(PollRecords<'a>),
+    /// Anything else.
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Micro<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Micro<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a micro-op [name, ...]")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Micro<'de>, A::Error> {
+                let name: Option<CowStr> = seq.next_element()?;
+                let micro = match name.as_ref().map(|n| &*n.0) {
+                    Some("send") => match (seq.next_element::<CowStr>()?, seq.next_element()?) {
+                        (Some(key), Some(payload)) => Micro::Send(key, payload),
+                        _ => Micro::Other,
+                    },
+                    Some("poll") => match seq.next_element::<PollRecords>()? {
+                        Some(records) => Micro::Poll(records),
+                        None => Micro::Other,
+                    },
+                    _ => Micro::Other,
+                };
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(micro)
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// The micro-ops of an op's value; `None` when the value is not a list of micro-ops.
+fn micro_ops(value: Option<&RawValue>) -> Option<Vec<Micro<'_>>> {
+    serde_json::from_str(value?.get()).ok()
 }
 
 /// The invocation a client process is waiting on.
@@ -271,15 +498,24 @@ impl Scanner<'_> {
         if self.wanted.contains(&op.index) {
             scan.referenced.insert(op.index, raw.to_string());
         }
-        if op.process.0 == Process::Nemesis {
-            if scan.nemesis.len() < NEMESIS_OPS_MAX {
-                let whole: Op = serde_json::from_str(raw)
-                    .map_err(|e| format!("nemesis op {}: {e}", op.index))?;
-                scan.nemesis.push(whole);
+        let process = match op.process.0 {
+            Process::Nemesis => {
+                if scan.nemesis.len() < NEMESIS_OPS_MAX {
+                    let whole: Op = serde_json::from_str(raw)
+                        .map_err(|e| format!("nemesis op {}: {e}", op.index))?;
+                    scan.nemesis.push(whole);
+                }
+                return Ok(());
             }
-            return Ok(());
-        }
+            Process::Client(p) => p,
+        };
         let Some(outcome) = Outcome::of(op.kind) else {
+            let first = if op.is_final {
+                &mut scan.final_start_ns
+            } else {
+                &mut scan.main_start_ns
+            };
+            first.get_or_insert(op.time);
             self.invoke(op, raw);
             return Ok(());
         };
@@ -294,11 +530,27 @@ impl Scanner<'_> {
             invoke_ns: invoke.time,
             latency_ns: op.time.saturating_sub(invoke.time),
         };
+        if !op.is_final {
+            scan.timeline.add(
+                process,
+                OpKind::of(&invoke.f),
+                outcome,
+                invoke.time,
+                op.time,
+                op.index,
+            );
+        }
         scan.latencies
             .entry((invoke.f, outcome))
             .or_default()
             .push(point);
+        if op.f == "send" {
+            observe_sends(scan, &op, outcome);
+        }
         if outcome == Outcome::Ok {
+            if op.is_final {
+                observe_final(scan, &op);
+            }
             if let Some(hws) = op.high_watermarks {
                 for (key, hw) in hws {
                     observe_hw(scan, &key, invoke.index, op.index, op.time, hw);
@@ -336,6 +588,69 @@ impl Scanner<'_> {
         }
         self.scan
     }
+}
+
+/// Counts the send micro-ops of a completion per key, and keeps the acknowledged ones.
+fn observe_sends(scan: &mut HistoryScan, op: &OpView, outcome: Outcome) {
+    for micro in micro_ops(op.value).unwrap_or_default() {
+        let Micro::Send(key, payload) = micro else {
+            continue;
+        };
+        let key = scan.key_id(&key.0);
+        let counts = scan.sends_by_key.entry(key).or_default();
+        match outcome {
+            Outcome::Ok => counts.ok += 1,
+            Outcome::Fail => counts.fail += 1,
+            Outcome::Info => counts.info += 1,
+        }
+        if let (Outcome::Ok, Some(value)) = (outcome, payload.value) {
+            scan.acked.push(AckedSend {
+                value,
+                key,
+                offset: payload.offset,
+                ack_ns: op.time,
+            });
+        }
+    }
+}
+
+/// Keeps what an ok final read showed: its records, high watermarks and log start offsets.
+fn observe_final(scan: &mut HistoryScan, op: &OpView) {
+    scan.final_ok += 1;
+    for micro in micro_ops(op.value).unwrap_or_default() {
+        let Micro::Poll(records) = micro else {
+            continue;
+        };
+        for (key, pairs) in records.0 {
+            let key = scan.key_id(&key.0);
+            let fk = scan.final_keys.entry(key).or_default();
+            for &(offset, value) in &pairs {
+                fk.records += 1;
+                fk.first = Some(fk.first.map_or(offset, |f| f.min(offset)));
+                fk.reach = Some(fk.reach.map_or(offset, |r| r.max(offset)));
+                scan.final_values.push(value);
+            }
+        }
+    }
+    for (key, hw) in op.high_watermarks.iter().flatten() {
+        let key = scan.key_id(key);
+        let fk = scan.final_keys.entry(key).or_default();
+        fk.high_watermark = Some(fk.high_watermark.map_or(*hw, |h| h.max(*hw)));
+    }
+    for (key, start) in op.log_start_offsets.iter().flatten() {
+        let key = scan.key_id(key);
+        let fk = scan.final_keys.entry(key).or_default();
+        fk.log_start = Some(fk.log_start.map_or(*start, |s| s.max(*start)));
+    }
+}
+
+/// The nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
 }
 
 /// Records one observed watermark and checks it against those observed before the op began.
@@ -446,6 +761,65 @@ mod tests {
         );
         assert_eq!(scan.nemesis.len(), 1);
         assert_eq!(scan.nemesis[0].f, "start-kill");
+    }
+
+    #[test]
+    fn keeps_acknowledged_sends_final_reads_and_send_outcomes_per_key() {
+        let scan = scan_lines(
+            &[
+                r#"{"index":0,"time":5,"process":1,"type":"invoke","f":"send","value":[["send","t/0",1],["send","t\/1",2]]}"#,
+                r#"{"index":1,"time":9,"process":1,"type":"ok","f":"send","value":[["send","t/0",[0,1]],["send","t\/1",[null,2]]]}"#,
+                r#"{"index":2,"time":10,"process":1,"type":"invoke","f":"send","value":[["send","t/0",3]]}"#,
+                r#"{"index":3,"time":12,"process":1,"type":"fail","f":"send","value":[["send","t/0",3]],"error":"NOT_ENOUGH_REPLICAS"}"#,
+                r#"{"index":4,"time":13,"process":1,"type":"invoke","f":"send","value":[["send","t/0",4]]}"#,
+                r#"{"index":5,"time":14,"process":1,"type":"info","f":"send","value":[["send","t/0",4]]}"#,
+                r#"{"index":6,"time":20,"process":9,"type":"invoke","f":"poll","value":[["poll"]],"final":true}"#,
+                r#"{"index":7,"time":21,"process":9,"type":"ok","f":"poll","value":[["poll",{"t/0":[[3,7],[4,1]]}]],"high_watermarks":{"t/0":5},"log_start_offsets":{"t/0":3},"final":true}"#,
+            ],
+            &[],
+        );
+        assert_eq!(scan.main_start_ns, Some(5));
+        assert_eq!(scan.final_start_ns, Some(20));
+        assert_eq!(scan.keys, vec!["t/0".to_string(), "t/1".to_string()]);
+        assert_eq!(
+            scan.acked,
+            vec![
+                AckedSend {
+                    value: 1,
+                    key: 0,
+                    offset: Some(0),
+                    ack_ns: 9
+                },
+                AckedSend {
+                    value: 2,
+                    key: 1,
+                    offset: None,
+                    ack_ns: 9
+                }
+            ]
+        );
+        assert_eq!(
+            scan.sends_by_key[&0],
+            KeySends {
+                ok: 1,
+                fail: 1,
+                info: 1
+            }
+        );
+        assert_eq!(scan.final_ok, 1);
+        assert_eq!(scan.final_values, vec![7, 1]);
+        assert_eq!(
+            scan.final_keys[&0],
+            FinalKey {
+                log_start: Some(3),
+                high_watermark: Some(5),
+                first: Some(3),
+                reach: Some(4),
+                records: 2
+            }
+        );
+        // Final reads are not part of the main phase's timeline.
+        assert_eq!(scan.timeline.ops_total, 3);
     }
 
     #[test]

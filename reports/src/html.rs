@@ -1,10 +1,16 @@
 //! Small HTML helpers shared by the report, the index and the matrix page: escaping, the page
-//! shell with its inline stylesheet, verdict badges and legends. Pages never load anything
+//! shell with its inline stylesheet, standing badges and legends. Pages never load anything
 //! from the network, so they open from disk and from `tidewater serve` alike.
+//!
+//! A run's badge shows where it stands, verdict and promise together
+//! ([`CheckResults::standing`]): green "valid" when nothing was lost, amber when data was
+//! lost in a way the settings allow, red when Kafka's promise was broken, grey when the run
+//! could not tell. Next to it both facts are spelled out: `valid` (Jepsen's meaning: nothing
+//! acknowledged lost, no anomaly, whatever the settings) and `promise` (kept, broken, unknown).
 
-use crate::plots::{svg_hex, Rgb};
+use crate::plots::{svg_hex, Rgb, Stroke};
 use std::fmt::Write;
-use tidewater_workloads::results::Validity;
+use tidewater_workloads::results::{CheckResults, Validity};
 
 /// The stylesheet of every page, inlined.
 const CSS: &str = r#"
@@ -17,10 +23,20 @@ th { background: #f4f4f4; } td.num, th.num { text-align: right; font-variant-num
 code, pre { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: 0.9em; }
 pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
 .verdict { display: inline-block; padding: 0.25em 0.8em; border-radius: 4px; color: #fff; font-weight: bold; }
-.valid { background: #2e7d32; } .invalid { background: #c62828; } .unknown { background: #ef8f00; }
-.none { background: #757575; }
+.valid, .clean { background: #2e7d32; } .invalid, .broken { background: #c62828; }
+.allowed.verdict { background: #a85d00; } .unknown { background: #757575; }
+.none { background: #757575; } .setup { background: #37474f; } .partial { background: #a85d00; }
+.facts { font-size: 0.85em; color: #444; margin-left: 0.5em; white-space: nowrap; }
+.headline { font-size: 1.25em; font-weight: bold; margin: 0.4em 0; }
+.headline.clean { color: #2e7d32; background: none; } .headline.allowed { color: #a85d00; background: none; }
+.headline.broken { color: #c62828; background: none; } .headline.unknown { color: #555; background: none; }
+.sentence { margin: 0.2em 0 0.2em 0; }
+.stats-grid { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+.stats-grid > div { flex: 0 1 auto; } .stats-grid h4 { margin: 0.4em 0 0.2em; }
+svg.key { display: inline-block; border: none; vertical-align: middle; margin-right: 0.3em; }
+.files a { margin-right: 1em; }
 .tag { display: inline-block; padding: 0 0.4em; border-radius: 3px; font-size: 0.85em; color: #fff; }
-.violation { background: #c62828; } .allowed { background: #607d8b; }
+.violation { background: #c62828; } .allowed { background: #607d8b; } .allowed-tag { background: #a85d00; }
 figure { margin: 1.5em 0; } figcaption { font-size: 0.9em; color: #444; margin-top: 0.3em; }
 svg { max-width: 100%; height: auto; display: block; border: 1px solid #eee; }
 .legend { font-size: 0.85em; margin: 0.3em 0; }
@@ -31,7 +47,9 @@ table.examples td { max-width: 28em; overflow-wrap: anywhere; }
 .anomaly { margin-bottom: 1.5em; }
 .warning { background: #fff3cd; border: 1px solid #e0c36a; padding: 0.5em 0.8em; }
 .muted { color: #777; } .nowrap { white-space: nowrap; }
-.trend a { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 2px; border-radius: 2px; }
+.trend a { background: none; display: inline-block; width: 1.1em; margin-right: 2px; text-decoration: none; vertical-align: bottom; }
+.trend a span { display: block; width: 1.1em; }
+.trend a span.loss { height: 1.1em; border-radius: 2px 2px 0 0; } .trend a span.avail { height: 0.35em; }
 :target { background: #fff59d; }
 "#;
 
@@ -61,21 +79,30 @@ pub fn page(title: &str, body: &str) -> String {
     )
 }
 
-/// The CSS class of a verdict.
-pub fn verdict_class(v: Option<Validity>) -> &'static str {
+/// "true", "false" or "unknown": the `valid` field as results.json writes it.
+pub fn validity_text(v: Validity) -> &'static str {
     match v {
-        Some(v) => v.as_str(),
-        None => "none",
+        Validity::Valid => "true",
+        Validity::Invalid => "false",
+        Validity::Unknown => "unknown",
     }
 }
 
-/// A coloured verdict badge; `None` is a run without results.
-pub fn verdict_badge(v: Option<Validity>) -> String {
-    let text = match v {
-        Some(v) => v.as_str(),
-        None => "not checked",
-    };
-    format!("<span class=\"verdict {}\">{text}</span>", verdict_class(v))
+/// A run's badge in its standing's colour, then `valid: ... · promise: ...`; a run without
+/// results gets a grey badge saying `missing` (for example "not checked").
+pub fn standing_badge(results: Option<&CheckResults>, missing: &str) -> String {
+    match results {
+        Some(r) => format!(
+            "<span class=\"verdict {}\" title=\"{}\">{}</span><span class=\"facts\">valid: {} · \
+             promise: {}</span>",
+            r.standing().class(),
+            esc(&r.promise_reason),
+            esc(r.standing_label()),
+            validity_text(r.valid),
+            r.promise.as_str()
+        ),
+        None => format!("<span class=\"verdict none\">{}</span>", esc(missing)),
+    }
 }
 
 /// A legend: coloured swatches with labels.
@@ -86,6 +113,28 @@ pub fn legend(entries: &[(String, Rgb)]) -> String {
             out,
             "<span class=\"item\"><span class=\"swatch\" style=\"background:{}\"></span>{}</span>",
             svg_hex(*rgb),
+            esc(label)
+        );
+    }
+    out.push_str("</div>");
+    out
+}
+
+/// A legend of line samples (colour and dash) with labels.
+pub fn legend_lines(entries: &[(String, Stroke)]) -> String {
+    let mut out = String::from("<div class=\"legend\">");
+    for (label, stroke) in entries {
+        let dash = if stroke.dash.is_empty() {
+            String::new()
+        } else {
+            format!(" stroke-dasharray=\"{}\"", stroke.dash)
+        };
+        let _ = write!(
+            out,
+            "<span class=\"item\"><svg class=\"key\" width=\"30\" height=\"10\"><line x1=\"0\" \
+             y1=\"5\" x2=\"30\" y2=\"5\" stroke=\"{}\" stroke-width=\"{}\"{dash}/></svg>{}</span>",
+            svg_hex(stroke.rgb),
+            stroke.width_px.min(4.0),
             esc(label)
         );
     }

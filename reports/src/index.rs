@@ -1,19 +1,24 @@
-//! `store/index.html`: every run of the store, newest first, and per matrix cell the verdicts
-//! of its recent runs as a trend.
+//! `store/index.html`: every run of the store, newest first, and per matrix cell its recent
+//! runs as a trend.
 //!
 //! A run is a directory `store/<name>/<timestamp>/` holding at least one of config.json,
 //! results.json or history.jsonl. Symbolic links (`store/latest`) are not followed, so no run
-//! is listed twice.
+//! is listed twice. Each run shows its standing (verdict and promise together, in the
+//! standing colours), its lost acknowledged writes (`stats.lost_acknowledged`) and the share
+//! of sends acknowledged; a run without results says why when its harness.log does (setup
+//! failed, harness error). Trend squares are coloured by the share of acknowledged writes
+//! lost, with a bar under each for the share of sends acknowledged.
 
 use crate::error::ReportError;
-use crate::html::{esc, page, verdict_badge, verdict_class};
+use crate::html::{esc, page, standing_badge};
 use crate::run_dir::{
-    config_settings, display_value, read_json_opt, CONFIG_FILE, HISTORY_FILE, REPORT_FILE,
-    RESULTS_FILE,
+    config_settings, display_value, lost_acknowledged, parse_results, read_json_opt, CONFIG_FILE,
+    HISTORY_FILE, REPORT_FILE, RESULTS_FILE,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use tidewater_workloads::results::{CheckResults, Validity};
 
@@ -43,6 +48,32 @@ pub struct RunSummary {
     pub results_error: Option<String>,
     /// Whether report.html exists.
     pub has_report: bool,
+    /// Why a run without results ended, from its harness.log: ("setup failed" or "harness
+    /// error", the message).
+    pub failure: Option<(String, String)>,
+}
+
+/// The end of harness.log read for a failure line.
+const LOG_TAIL_BYTES: u64 = 64 * 1024;
+
+/// The last "setup failed: ..." or "harness error: ..." of a run's harness.log.
+fn failure_of(dir: &Path) -> Option<(String, String)> {
+    let mut file = std::fs::File::open(dir.join("harness.log")).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))
+        .ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    text.lines().rev().find_map(|line| {
+        ["setup failed", "harness error"].iter().find_map(|kind| {
+            let at = line.find(&format!("{kind}: "))?;
+            Some((
+                kind.to_string(),
+                line[at + kind.len() + 2..].trim().to_string(),
+            ))
+        })
+    })
 }
 
 impl RunSummary {
@@ -54,7 +85,7 @@ impl RunSummary {
             Err(_) => Value::Null,
         };
         let (results, results_error) = match read_json_opt(&dir.join(RESULTS_FILE)) {
-            Ok(Some(v)) => match serde_json::from_value::<CheckResults>(v) {
+            Ok(Some(v)) => match parse_results(v) {
                 Ok(r) => (Some(r), None),
                 Err(e) => (None, Some(e.to_string())),
             },
@@ -69,6 +100,11 @@ impl RunSummary {
             .and_then(Value::as_str)
             .map(str::to_string)
             .unwrap_or(dir_name);
+        let failure = if results.is_none() {
+            failure_of(dir)
+        } else {
+            None
+        };
         Ok(RunSummary {
             dir: dir.to_path_buf(),
             rel,
@@ -78,6 +114,7 @@ impl RunSummary {
             config,
             results,
             results_error,
+            failure,
         })
     }
 
@@ -91,10 +128,51 @@ impl RunSummary {
         self.config.get("matrix_cell").and_then(Value::as_str)
     }
 
-    /// One line of settings: acks, nemesis, then the broker/topic settings.
+    /// The run's badge: its standing, or why it has no results.
+    pub fn badge(&self) -> String {
+        match (&self.results, &self.failure) {
+            (Some(r), _) => standing_badge(Some(r), ""),
+            (None, Some((kind, message))) => format!(
+                "<span class=\"verdict setup\" title=\"{}\">{}</span><span class=\"facts\">{}</span>",
+                esc(message),
+                esc(kind),
+                esc(message)
+            ),
+            (None, None) => standing_badge(None, "not checked"),
+        }
+    }
+
+    /// The CSS class of the run's standing: `clean`, `allowed`, `broken`, `unknown`, or
+    /// `setup` (no results, and harness.log says why) or `none` (not checked).
+    pub fn standing_class(&self) -> &'static str {
+        match (&self.results, &self.failure) {
+            (Some(r), _) => r.standing().class(),
+            (None, Some(_)) => "setup",
+            (None, None) => "none",
+        }
+    }
+
+    /// (lost, acknowledged) from `stats.lost_acknowledged`, when checked.
+    pub fn lost(&self) -> Option<(u64, u64)> {
+        self.results
+            .as_ref()
+            .map(|r| (lost_acknowledged(r), r.acknowledged()))
+    }
+
+    /// The share of send ops acknowledged ok (`stats.ops_by_f.send`), when known.
+    pub fn availability(&self) -> Option<f64> {
+        let send = &self.results.as_ref()?.stats["ops_by_f"]["send"];
+        let (ok, invoked) = (send["ok"].as_u64()?, send["invoke"].as_u64()?);
+        (invoked > 0).then(|| ok as f64 / invoked as f64)
+    }
+
+    /// One line of settings: acks, the fault plan when one ran (else the random nemesis),
+    /// then the broker/topic settings.
     pub fn settings_summary(&self) -> String {
         let mut parts = Vec::new();
-        for key in ["acks", "nemesis"] {
+        let planned = self.config.get("plan").is_some_and(|p| !p.is_null());
+        let faults = if planned { "plan" } else { "nemesis" };
+        for key in ["acks", faults] {
             let v = display_value(self.config.get(key));
             if !v.is_empty() {
                 parts.push(format!("{key}={v}"));
@@ -198,15 +276,63 @@ fn anomaly_counts(run: &RunSummary) -> String {
 }
 
 fn run_link(run: &RunSummary, text: &str) -> String {
-    if run.has_report {
-        format!(
-            "<a href=\"{}/{REPORT_FILE}\">{}</a>",
-            href(&run.rel),
-            esc(text)
-        )
-    } else {
-        format!("<a href=\"{}/\">{}</a>", href(&run.rel), esc(text))
+    format!("<a href=\"{}\">{}</a>", run_target(run), esc(text))
+}
+
+/// The colour of a run's trend square: by the share of acknowledged writes lost.
+pub fn loss_colour(run: &RunSummary) -> &'static str {
+    match (run.lost(), &run.failure) {
+        (None, Some(_)) => "#37474f",
+        (None, None) => "#bdbdbd",
+        // Older results say what was lost but not how much was acknowledged.
+        (Some((0, 0)), _) => "#bdbdbd",
+        (Some((_, 0)), _) => "#d55e00",
+        (Some((0, _)), _) if run.verdict() == Some(Validity::Valid) => "#2e7d32",
+        (Some((0, _)), _) => "#9e9e9e",
+        (Some((lost, acked)), _) => {
+            let share = lost as f64 / acked as f64;
+            if share < 0.01 {
+                "#e6a700"
+            } else if share < 0.1 {
+                "#d55e00"
+            } else {
+                "#a50f15"
+            }
+        }
     }
+}
+
+/// The colour of the bar under a trend square: by the share of sends acknowledged.
+pub fn availability_colour(run: &RunSummary) -> &'static str {
+    match run.availability() {
+        None => "#e0e0e0",
+        Some(a) if a >= 0.95 => "#08519c",
+        Some(a) if a >= 0.8 => "#3182bd",
+        Some(a) if a >= 0.5 => "#6baed6",
+        Some(_) => "#c6dbef",
+    }
+}
+
+/// A run's figures in words, for tooltips.
+fn run_words(run: &RunSummary) -> String {
+    let standing = match (&run.results, &run.failure) {
+        (Some(r), _) => r.standing_label().to_string(),
+        (None, Some((kind, message))) => format!("{kind}: {message}"),
+        (None, None) => "not checked".to_string(),
+    };
+    let lost = match run.lost() {
+        Some((lost, acked)) if acked > 0 => format!(
+            "; {lost} of {acked} acknowledged writes lost ({:.1}%)",
+            100.0 * lost as f64 / acked as f64
+        ),
+        Some(_) => "; no acknowledged write".to_string(),
+        None => String::new(),
+    };
+    let avail = run
+        .availability()
+        .map(|a| format!("; {:.0}% of sends acknowledged", a * 100.0))
+        .unwrap_or_default();
+    format!("{} {standing}{lost}{avail}", run.timestamp)
 }
 
 /// The trend of the recent runs of each matrix cell: oldest to newest, left to right.
@@ -222,25 +348,34 @@ fn trends_section(runs: &[RunSummary]) -> String {
     }
     let mut out = String::from(
         "<section id=\"trends\"><h2>Matrix cells</h2><p class=\"muted\">Recent runs of each \
-         cell, oldest to newest; each square links to its report.</p><table><tr><th>cell</th>\
-         <th>trend</th><th>latest</th><th class=\"num\">runs</th></tr>",
+         cell, oldest to newest; each square links to its report. Square: acknowledged writes \
+         lost (<span class=\"swatch\" style=\"background:#2e7d32\"></span>none, valid \
+         <span class=\"swatch\" style=\"background:#e6a700\"></span>under 1% \
+         <span class=\"swatch\" style=\"background:#d55e00\"></span>under 10% \
+         <span class=\"swatch\" style=\"background:#a50f15\"></span>10% or more \
+         <span class=\"swatch\" style=\"background:#9e9e9e\"></span>none, but not valid \
+         <span class=\"swatch\" style=\"background:#bdbdbd\"></span>not checked \
+         <span class=\"swatch\" style=\"background:#37474f\"></span>setup failed); bar \
+         under it: sends acknowledged (<span class=\"swatch\" style=\"background:#08519c\">\
+         </span>95% or more <span class=\"swatch\" style=\"background:#3182bd\"></span>80% \
+         <span class=\"swatch\" style=\"background:#6baed6\"></span>50% \
+         <span class=\"swatch\" style=\"background:#c6dbef\"></span>less). Hover for the \
+         figures.</p><table><tr><th>cell</th><th>trend</th><th>latest</th>\
+         <th class=\"num\">runs</th></tr>",
     );
     for (cell, cell_runs) in cells {
         let recent: Vec<&&RunSummary> = cell_runs.iter().take(TREND_RUNS_MAX).collect();
         let mut squares = String::new();
         for run in recent.iter().rev() {
-            let verdict = run.verdict().map_or("not checked", Validity::as_str);
-            let target = if run.has_report {
-                format!("{}/{REPORT_FILE}", href(&run.rel))
-            } else {
-                format!("{}/", href(&run.rel))
-            };
             let _ = write!(
                 squares,
-                "<a class=\"{}\" href=\"{target}\" title=\"{} {}\"></a>",
-                verdict_class(run.verdict()),
-                esc(&run.timestamp),
-                verdict
+                "<a class=\"{}\" href=\"{}\" title=\"{}\"><span class=\"loss\" style=\"background:{}\">\
+                 </span><span class=\"avail\" style=\"background:{}\"></span></a>",
+                run.standing_class(),
+                run_target(run),
+                esc(&run_words(run)),
+                loss_colour(run),
+                availability_colour(run)
             );
         }
         let _ = write!(
@@ -248,12 +383,21 @@ fn trends_section(runs: &[RunSummary]) -> String {
             "<tr><td><code>{}</code></td><td class=\"trend\">{squares}</td><td>{}</td>\
              <td class=\"num\">{}</td></tr>",
             esc(cell),
-            verdict_badge(cell_runs[0].verdict()),
+            cell_runs[0].badge(),
             cell_runs.len()
         );
     }
     out.push_str("</table></section>");
     out
+}
+
+/// The href of a run: its report, or its directory when it has none yet.
+fn run_target(run: &RunSummary) -> String {
+    if run.has_report {
+        format!("{}/{REPORT_FILE}", href(&run.rel))
+    } else {
+        format!("{}/", href(&run.rel))
+    }
 }
 
 /// The index page of the runs, as HTML.
@@ -262,16 +406,26 @@ pub fn index_html(runs: &[RunSummary]) -> String {
     let _ = write!(body, "<p class=\"muted\">{} runs.</p>", runs.len());
     body.push_str(&trends_section(runs));
     body.push_str(
-        "<section id=\"runs\"><h2>Runs</h2><table><tr><th>test</th><th>time</th><th>verdict</th>\
+        "<section id=\"runs\"><h2>Runs</h2><table><tr><th>test</th><th>time</th><th>standing</th>\
+         <th class=\"num\">lost ack'd writes</th><th class=\"num\">sends ok</th>\
          <th>anomalies</th><th>settings</th></tr>",
     );
     for run in runs.iter().take(INDEX_RUNS_MAX) {
+        let lost = match run.lost() {
+            Some((lost, 0)) => lost.to_string(),
+            Some((lost, acked)) => format!("{lost} of {acked}"),
+            None => "–".to_string(),
+        };
+        let avail = run
+            .availability()
+            .map_or("–".to_string(), |a| format!("{:.0}%", a * 100.0));
         let _ = write!(
             body,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{lost}</td>\
+             <td class=\"num\">{avail}</td><td>{}</td><td><code>{}</code></td></tr>",
             esc(&run.name),
             run_link(run, &run.timestamp),
-            verdict_badge(run.verdict()),
+            run.badge(),
             anomaly_counts(run),
             esc(&run.settings_summary())
         );

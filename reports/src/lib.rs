@@ -2,9 +2,14 @@
 //!
 //! # Layout
 //!
-//! - `report`: `report.html` of one run (verdict, settings, anomalies with examples, plots
-//!   with fault windows, summary of operations). Entry point [`render_run`].
-//! - `figures`: the six plots of a run report, each with legend and caption.
+//! - `report`: `report.html` of one run (headline, verdict and promise, settings, anomalies
+//!   with a sentence per example, plots with fault windows, availability per partition,
+//!   operations, statistics, faults). Entry point [`render_run`].
+//! - `context`: what every part of a report reads (the run's files and what is derived from
+//!   them once).
+//! - `figures`: the plots of a run report, each with legend and caption.
+//! - `words`: a sentence per anomaly example. `stats_tables`: the checkers' statistics as
+//!   tables.
 //! - `index`: `store/index.html` listing every run, with a verdict trend per matrix cell.
 //!   Entry point [`render_index`].
 //! - `matrix`: the comparison page of a settings matrix and its JUnit XML. Entry points
@@ -12,7 +17,12 @@
 //! - `run_dir`: reading config.json, results.json and samples.jsonl of a run directory.
 //! - `history_scan`: one streaming pass over history.jsonl (millions of ops) gathering what
 //!   the plots and tables need.
-//! - `faults`: fault windows (kill, pause, partition, ...) from the nemesis ops.
+//! - `faults`: fault windows (results.json's `stats.fault_windows`, or derived with the
+//!   checker's own tracker).
+//! - `losses`: every acknowledged write that is gone (acknowledged sends against the final
+//!   reads), for the lost-writes plot.
+//! - `replicas`: leader, ISR and offline periods of each partition, from the samples.
+//! - `timeline`: the main phase's operations per worker lane, bounded.
 //! - `downsample`: keeping plots small: at most two points per time slice, extremes kept.
 //! - `plots`: charts as inline SVG with plotters' SVG backend.
 //! - `examples`: anomaly examples as HTML, with links to the ops they name.
@@ -20,6 +30,7 @@
 //!
 //! Every page is self-contained: inline CSS and SVG, no script, no URL to the network.
 
+mod context;
 pub mod downsample;
 pub mod error;
 pub mod examples;
@@ -28,10 +39,15 @@ mod figures;
 pub mod history_scan;
 pub mod html;
 pub mod index;
+pub mod losses;
 pub mod matrix;
 pub mod plots;
+pub mod replicas;
 pub mod report;
 pub mod run_dir;
+pub mod stats_tables;
+pub mod timeline;
+pub mod words;
 
 pub use error::ReportError;
 pub use index::render_index;

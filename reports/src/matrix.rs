@@ -6,19 +6,25 @@
 //! and history and decides whether each expectation held; [`render_matrix`] writes the page
 //! and [`junit_xml`] the CI file. [`MatrixSummary::exit_code`] is what the CLI should exit
 //! with.
+//!
+//! Lost acknowledged writes are `stats.lost_acknowledged.total` of each run, the figure the
+//! run's report shows (the `lost-write` count only for results.json files written before
+//! that field). A cell whose every run errored was not evaluated and is never shown as held.
+//! The page lists the settings every cell shared (from the runs' config.json), since the
+//! cells' labels name only what differs.
 
 use crate::error::ReportError;
-use crate::history_scan::{scan_history, Outcome};
-use crate::html::{esc, ms, page, verdict_badge};
+use crate::history_scan::{percentile, scan_history, Outcome};
+use crate::html::{esc, ms, page, standing_badge};
 use crate::index::href;
-use crate::plots::{self, Bar};
-use crate::report::percentile;
-use crate::run_dir::RunFiles;
+use crate::plots::{self, Bar, BLUE, ORANGE, PURPLE, VERMILLION};
+use crate::run_dir::{config_settings, display_value, lost_acknowledged, RunFiles};
 use crate::run_dir::{HISTORY_FILE, REPORT_FILE};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::{Component, Path, PathBuf};
-use tidewater_workloads::results::Validity;
+use tidewater_workloads::results::{CheckResults, Validity};
 
 /// The comparison page's file name.
 pub const MATRIX_FILE: &str = "matrix.html";
@@ -86,7 +92,9 @@ pub struct RunRow {
     pub run_dir: Option<PathBuf>,
     /// The verdict, `None` when the run errored or was not checked.
     pub verdict: Option<Validity>,
-    /// Lost acknowledged writes (`lost-write` count).
+    /// The run's results, for its standing (verdict and promise); `None` when it errored.
+    pub results: Option<CheckResults>,
+    /// Lost acknowledged writes (`stats.lost_acknowledged.total`).
     pub lost_writes: u64,
     /// High-watermark regressions (`hw-regression` count).
     pub hw_regressions: u64,
@@ -125,7 +133,34 @@ pub struct CellSummary {
     pub failures: Vec<String>,
 }
 
+/// Whether a cell's expectation held, as the page shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellStatus {
+    /// Every bound held and no run errored.
+    Held,
+    /// Every bound held over the runs that completed, but some runs errored.
+    HeldWithErrors,
+    /// A bound did not hold.
+    Failed,
+    /// Every run errored: nothing was evaluated (never shown as held).
+    NotEvaluated,
+}
+
 impl CellSummary {
+    /// What the page says about the cell's expectation.
+    pub fn status(&self) -> CellStatus {
+        let errored = self.runs_errored();
+        if !self.failures.is_empty() {
+            CellStatus::Failed
+        } else if errored == self.runs.len() {
+            CellStatus::NotEvaluated
+        } else if errored > 0 {
+            CellStatus::HeldWithErrors
+        } else {
+            CellStatus::Held
+        }
+    }
+
     /// Share of ok sends among invoked sends, `None` without sends.
     pub fn availability(&self) -> Option<f64> {
         (self.sends_invoked > 0).then(|| self.sends_ok as f64 / self.sends_invoked as f64)
@@ -149,6 +184,9 @@ pub struct MatrixSummary {
     pub title: String,
     /// One per cell, in input order.
     pub cells: Vec<CellSummary>,
+    /// Settings every run of every cell had alike (from their config.json: run settings
+    /// such as the fault plan and time limit, and broker/topic settings), by name.
+    pub shared_settings: BTreeMap<String, String>,
 }
 
 impl MatrixSummary {
@@ -182,7 +220,73 @@ pub fn summarize_matrix(input: &MatrixInput) -> Result<MatrixSummary, ReportErro
     Ok(MatrixSummary {
         title: input.title.clone(),
         cells,
+        shared_settings: shared_settings(input),
     })
+}
+
+/// config.json fields that identify a run rather than set it up.
+const NOT_SETTINGS: [&str; 8] = [
+    "name",
+    "seed",
+    "command",
+    "matrix_cell",
+    "schedule",
+    "replay_of",
+    "settings",
+    "sets",
+];
+
+/// The settings of one run's config.json, flattened: top-level run settings and the
+/// broker/topic settings.
+fn run_settings(config: &Value) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = config
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| !NOT_SETTINGS.contains(&k.as_str()) && !v.is_null())
+        .map(|(k, v)| (k.clone(), display_value(Some(v))))
+        .collect();
+    out.extend(config_settings(config));
+    out
+}
+
+/// The settings alike in every run that has a config.json, minus the cells' own axes. A
+/// fault plan replaces the random nemesis, so with one the nemesis fields are left out.
+fn shared_settings(input: &MatrixInput) -> BTreeMap<String, String> {
+    let axes: BTreeSet<&str> = input
+        .cells
+        .iter()
+        .flat_map(|c| c.settings.keys().map(String::as_str))
+        .collect();
+    let mut shared: Option<BTreeMap<String, String>> = None;
+    for run in input.cells.iter().flat_map(|c| &c.runs) {
+        let dir = match run {
+            RunOutcome::Completed(dir) => Some(dir),
+            RunOutcome::Errored { run_dir, .. } => run_dir.as_ref(),
+        };
+        let Some(config) = dir.and_then(|d| {
+            crate::run_dir::read_json_opt(&d.join(crate::run_dir::CONFIG_FILE))
+                .ok()
+                .flatten()
+        }) else {
+            continue;
+        };
+        let these = run_settings(&config);
+        shared = Some(match shared {
+            None => these,
+            Some(mut s) => {
+                s.retain(|k, v| these.get(k) == Some(v));
+                s
+            }
+        });
+    }
+    let mut shared = shared.unwrap_or_default();
+    shared.retain(|k, _| !axes.contains(k.as_str()));
+    if shared.contains_key("plan") {
+        shared.remove("nemesis");
+        shared.remove("nemesis_interval_s");
+    }
+    shared
 }
 
 fn summarize_cell(cell: &CellInput) -> Result<CellSummary, ReportError> {
@@ -207,6 +311,7 @@ fn summarize_cell(cell: &CellInput) -> Result<CellSummary, ReportError> {
             RunOutcome::Errored { run_dir, error } => RunRow {
                 run_dir: run_dir.clone(),
                 verdict: None,
+                results: None,
                 lost_writes: 0,
                 hw_regressions: 0,
                 error: Some(error.clone()),
@@ -232,13 +337,14 @@ fn summarize_run(
         return Ok(RunRow {
             run_dir: Some(dir.to_path_buf()),
             verdict: None,
+            results: None,
             lost_writes: 0,
             hw_regressions: 0,
             error: Some("no results.json: the run was not checked".to_string()),
         });
     };
     let count = |name: &str| results.anomalies.get(name).map_or(0, |a| a.count);
-    let (lost_writes, hw_regressions) = (count("lost-write"), count("hw-regression"));
+    let (lost_writes, hw_regressions) = (lost_acknowledged(&results), count("hw-regression"));
     cell.lost_writes_total += lost_writes;
     cell.hw_regressions_total += hw_regressions;
     cell.runs_with_lost_writes += u64::from(lost_writes > 0);
@@ -255,6 +361,7 @@ fn summarize_run(
     Ok(RunRow {
         run_dir: Some(dir.to_path_buf()),
         verdict: Some(results.valid),
+        results: Some(results),
         lost_writes,
         hw_regressions,
         error: None,
@@ -363,25 +470,22 @@ fn charts(summary: &MatrixSummary) -> Result<String, ReportError> {
     let lost = plots::draw_bars(
         "chart-lost-writes",
         "lost acknowledged writes",
-        &bars(&|c| c.lost_writes_total as f64, (200, 30, 30)),
+        &bars(&|c| c.lost_writes_total as f64, VERMILLION),
     )?;
     let availability = plots::draw_bars(
         "chart-availability",
         "ok sends (%)",
-        &bars(&|c| c.availability().unwrap_or(0.0) * 100.0, (31, 119, 180)),
+        &bars(&|c| c.availability().unwrap_or(0.0) * 100.0, BLUE),
     )?;
     let latency = plots::draw_bars(
         "chart-latency",
         "p99 send latency (ms)",
-        &bars(
-            &|c| c.send_latency_p99_ns.unwrap_or(0) as f64 / 1e6,
-            (255, 127, 14),
-        ),
+        &bars(&|c| c.send_latency_p99_ns.unwrap_or(0) as f64 / 1e6, ORANGE),
     )?;
     let regressions = plots::draw_bars(
         "chart-hw-regressions",
         "HW regressions",
-        &bars(&|c| c.hw_regressions_total as f64, (148, 103, 189)),
+        &bars(&|c| c.hw_regressions_total as f64, PURPLE),
     )?;
     Ok(format!(
         "<section id=\"charts\"><h2>Comparison</h2><div style=\"display:grid;\
@@ -414,13 +518,26 @@ fn cells_table(summary: &MatrixSummary) -> String {
         } else {
             settings.join("<br>")
         };
-        let held = if c.expectation_held() {
-            "<span class=\"verdict valid\">yes</span>".to_string()
-        } else {
-            format!(
+        let held = match c.status() {
+            CellStatus::Held => "<span class=\"verdict valid\">yes</span>".to_string(),
+            CellStatus::HeldWithErrors => format!(
+                "<span class=\"verdict partial\">yes, over {} of {} runs</span> {} errored",
+                c.runs.len() - c.runs_errored(),
+                c.runs.len(),
+                c.runs_errored()
+            ),
+            CellStatus::Failed => format!(
                 "<span class=\"verdict invalid\">no</span> {}",
                 esc(&c.failures.join("; "))
-            )
+            ),
+            CellStatus::NotEvaluated => format!(
+                "<span class=\"verdict none\">not evaluated</span> every run errored ({})",
+                esc(c
+                    .runs
+                    .iter()
+                    .find_map(|r| r.error.as_deref())
+                    .unwrap_or("no run"))
+            ),
         };
         let expectation = if c.expectation.description.is_empty() {
             "<span class=\"muted\">none</span>".to_string()
@@ -454,7 +571,7 @@ fn runs_tables(summary: &MatrixSummary, out_dir: &Path) -> String {
         let _ = write!(
             out,
             "<h3 id=\"runs-{}\">{} {}</h3><table><tr><th>#</th><th>verdict</th>\
-             <th class=\"num\">lost writes</th><th class=\"num\">HW regressions</th><th>report</th></tr>",
+             <th class=\"num\">lost ack'd writes</th><th class=\"num\">HW regressions</th><th>report</th></tr>",
             cell_id(n),
             cell_id(n),
             esc(&c.label)
@@ -469,8 +586,8 @@ fn runs_tables(summary: &MatrixSummary, out_dir: &Path) -> String {
                 None => String::new(),
             };
             let verdict = match &run.error {
-                Some(e) => format!("<span class=\"verdict none\">error</span> {}", esc(e)),
-                None => verdict_badge(run.verdict),
+                Some(e) => format!("<span class=\"verdict setup\">error</span> {}", esc(e)),
+                None => standing_badge(run.results.as_ref(), "not checked"),
             };
             let _ = write!(
                 out,
@@ -486,6 +603,29 @@ fn runs_tables(summary: &MatrixSummary, out_dir: &Path) -> String {
     out
 }
 
+/// The settings every cell shared.
+fn shared_section(summary: &MatrixSummary) -> String {
+    let mut out = String::from("<section id=\"shared\"><h2>Shared by every cell</h2>");
+    if summary.shared_settings.is_empty() {
+        out.push_str("<p class=\"muted\">No run's config.json was readable.</p></section>");
+        return out;
+    }
+    out.push_str("<table>");
+    for (k, v) in &summary.shared_settings {
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td><code>{}</code></td></tr>",
+            esc(k),
+            esc(v)
+        );
+    }
+    out.push_str(
+        "</table><p class=\"muted\">From the runs' config.json; each cell's own settings are in \
+         its row below.</p></section>",
+    );
+    out
+}
+
 /// The comparison page as HTML; links to run reports are relative to `out_dir`.
 pub fn matrix_html(summary: &MatrixSummary, out_dir: &Path) -> Result<String, ReportError> {
     let mut body = format!("<h1>Matrix {}</h1>", esc(&summary.title));
@@ -495,14 +635,25 @@ pub fn matrix_html(summary: &MatrixSummary, out_dir: &Path) -> Result<String, Re
         .filter(|c| !c.expectation_held())
         .count();
     let errored: usize = summary.cells.iter().map(CellSummary::runs_errored).sum();
+    let not_evaluated = summary
+        .cells
+        .iter()
+        .filter(|c| c.status() == CellStatus::NotEvaluated)
+        .count();
     let verdict = if summary.passed() {
         "<span class=\"verdict valid\">every expectation held</span>".to_string()
+    } else if failed > 0 {
+        format!(
+            "<span class=\"verdict invalid\">{failed} expectation(s) failed</span> {errored} run(s) errored"
+        )
     } else {
         format!(
-            "<span class=\"verdict invalid\">{failed} expectations failed, {errored} runs errored</span>"
+            "<span class=\"verdict partial\">no expectation failed, but {errored} run(s) errored</span> \
+             {not_evaluated} cell(s) not evaluated at all"
         )
     };
     let _ = write!(body, "<p>{verdict}</p>");
+    body.push_str(&shared_section(summary));
     body.push_str(&cells_table(summary));
     body.push_str(&charts(summary)?);
     body.push_str(&runs_tables(summary, out_dir));

@@ -1,16 +1,23 @@
-//! `report.html` of one run: verdict, settings, anomalies with examples, plots with fault
-//! windows, a summary of operations, the faults, and the operations the examples refer to.
+//! `report.html` of one run: the headline (what was lost, and whether the settings allow it),
+//! verdict and promise, settings, anomalies with a sentence per example, plots with fault
+//! windows, availability per partition, a summary of operations, the checkers' statistics as
+//! tables, the faults, and the operations the examples refer to.
 
+use crate::context::Ctx;
 use crate::error::ReportError;
 use crate::examples;
-use crate::faults::{fault_windows, Faults};
-use crate::figures::{plots_section, unseen_series};
+use crate::faults::{fault_windows, kind_of, Faults, WindowSource};
+use crate::figures::{losses::unseen_series, plots_section, PLOT_TITLES};
 use crate::history_scan::{scan_history, HistoryScan, Outcome};
-use crate::html::{esc, ms, page, verdict_badge};
-use crate::plots;
-use crate::run_dir::{display_value, RunFiles, Sample, HISTORY_FILE, REPORT_FILE};
+use crate::html::{esc, ms, page, standing_badge};
+use crate::losses::find_losses;
+use crate::plots::{self, bands};
+use crate::replicas::replica_states;
+use crate::run_dir::{display_value, RunFiles, HISTORY_FILE, REPORT_FILE};
+use crate::stats_tables::object_tables;
+use crate::words::sentence;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use tidewater_workloads::results::{Anomaly, CheckResults};
@@ -21,7 +28,11 @@ pub const EXAMPLES_SHOWN_MAX: usize = 20;
 pub const REFERENCED_OPS_MAX: usize = 2000;
 /// Fault windows and nemesis events listed at most.
 pub const FAULT_ROWS_MAX: usize = 500;
+/// Node log files linked at most.
+pub const NODE_FILES_MAX: usize = 60;
 pub use crate::figures::{GROUP_PLOT_IDS, PARTITIONS_DRAWN_MAX, PLOT_IDS};
+pub use crate::history_scan::percentile;
+
 /// Renders `run_dir/report.html` from the files of the run and returns its path.
 pub fn render_run(run_dir: &Path) -> Result<PathBuf, ReportError> {
     let html = render_run_html(run_dir)?;
@@ -36,25 +47,27 @@ pub fn render_run(run_dir: &Path) -> Result<PathBuf, ReportError> {
 /// The report of `run_dir` as an HTML string.
 pub fn render_run_html(run_dir: &Path) -> Result<String, ReportError> {
     let files = RunFiles::read(run_dir)?;
-    let wanted = referenced_indexes(files.results.as_ref());
+    let results = files.results.as_ref();
+    let wanted = referenced_indexes(results);
     let scan = scan_history(&run_dir.join(HISTORY_FILE), &wanted)?;
     let x_max_ns = files
         .samples
         .iter()
         .map(|s| s.time)
-        .chain(
-            unseen_series(files.results.as_ref())
-                .iter()
-                .map(|p| (p.0 * 1e9) as u64),
-        )
+        .chain(unseen_series(results).iter().map(|p| (p.0 * 1e9) as u64))
         .fold(scan.time_max_ns, u64::max);
-    let faults = fault_windows(&scan.nemesis, x_max_ns);
+    let faults = fault_windows(results, &scan.nemesis, x_max_ns);
+    let losses = find_losses(&scan, results);
+    let replicas = replica_states(&files.samples);
+    let x_min_s = scan.main_start_ns.unwrap_or(0) as f64 / 1e9;
     let ctx = Ctx {
         files: &files,
         scan: &scan,
+        bands: bands(&faults),
         faults: &faults,
-        x_max_s: x_max_ns as f64 / 1e9,
-        samples_by_key: group_leader_samples(&files.samples),
+        losses: &losses,
+        replicas: &replicas,
+        x_range_s: (x_min_s, (x_max_ns as f64 / 1e9).max(x_min_s + 1e-3)),
     };
 
     let mut body = String::new();
@@ -65,58 +78,119 @@ pub fn render_run_html(run_dir: &Path) -> Result<String, ReportError> {
         "<p class=\"muted\"><code>{}</code></p>",
         esc(&run_dir.display().to_string())
     );
-    body.push_str(CONTENTS);
+    body.push_str(&files_line(run_dir));
+    body.push_str(&contents());
     body.push_str(&verdict_section(&ctx));
     body.push_str(&settings_section(&files));
-    body.push_str(&anomalies_section(files.results.as_ref()));
+    body.push_str(&anomalies_section(results));
     body.push_str(&plots_section(&ctx)?);
+    body.push_str(&availability_section(&ctx));
     body.push_str(&summary_section(&scan));
-    body.push_str(&stats_section(files.results.as_ref()));
+    body.push_str(&stats_section(results));
     body.push_str(&faults_section(&faults));
     body.push_str(&referenced_section(&scan, &wanted));
     Ok(page(&format!("{name} — Tidewater report"), &body))
 }
 
+/// Links to the run's files that exist: history, results, config, samples, logs, node logs,
+/// and the store's index (when the run lies in a store: `../../index.html` or `../../latest`
+/// exists, as the harness writes the index right after the report).
+fn files_line(run_dir: &Path) -> String {
+    let mut links: Vec<String> = Vec::new();
+    for file in [
+        HISTORY_FILE,
+        crate::run_dir::RESULTS_FILE,
+        crate::run_dir::CONFIG_FILE,
+        crate::run_dir::SAMPLES_FILE,
+        "final-reads.json",
+        "harness.log",
+    ] {
+        if run_dir.join(file).is_file() {
+            links.push(format!("<a href=\"{0}\">{0}</a>", esc(file)));
+        }
+    }
+    let nodes = node_files(run_dir);
+    let mut out = format!("<p class=\"files\">Files: {}", links.join(" "));
+    if !nodes.is_empty() {
+        out.push_str(" · node logs: ");
+        let node_links: Vec<String> = nodes
+            .iter()
+            .map(|rel| {
+                format!(
+                    "<a href=\"{}\">{}</a>",
+                    crate::index::href(rel),
+                    esc(rel.trim_start_matches("nodes/"))
+                )
+            })
+            .collect();
+        out.push_str(&node_links.join(" "));
+    }
+    let store = run_dir.parent().and_then(Path::parent);
+    if store
+        .is_some_and(|s| s.join(crate::index::INDEX_FILE).is_file() || s.join("latest").exists())
+    {
+        let _ = write!(
+            out,
+            " · <a href=\"../../{}\">all runs (index)</a>",
+            crate::index::INDEX_FILE
+        );
+    }
+    out.push_str("</p>");
+    out
+}
+
+/// The files under `nodes/` (two levels: `nodes/<node>/<file>`), relative to the run, at most
+/// [`NODE_FILES_MAX`], in name order.
+fn node_files(run_dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(nodes) = std::fs::read_dir(run_dir.join("nodes")) else {
+        return out;
+    };
+    let mut nodes: Vec<_> = nodes.flatten().filter(|e| e.path().is_dir()).collect();
+    nodes.sort_by_key(|e| e.file_name());
+    for node in nodes {
+        let Ok(files) = std::fs::read_dir(node.path()) else {
+            continue;
+        };
+        let mut files: Vec<_> = files.flatten().filter(|e| e.path().is_file()).collect();
+        files.sort_by_key(|e| e.file_name());
+        for f in files {
+            if out.len() >= NODE_FILES_MAX {
+                return out;
+            }
+            out.push(format!(
+                "nodes/{}/{}",
+                node.file_name().to_string_lossy(),
+                f.file_name().to_string_lossy()
+            ));
+        }
+    }
+    out
+}
+
 /// Links to the sections and plots, at the top of the report.
-const CONTENTS: &str = "<nav class=\"muted\"><a href=\"#verdict\">verdict</a> · \
-    <a href=\"#settings\">settings</a> · <a href=\"#anomalies\">anomalies</a> · plots: \
-    <a href=\"#plot-latency\">latency</a>, <a href=\"#plot-throughput\">throughput</a>, \
-    <a href=\"#plot-hw\">high watermark</a>, <a href=\"#plot-lost-writes\">lost writes</a>, \
-    <a href=\"#plot-unseen\">unseen</a>, <a href=\"#plot-isr\">ISR</a> · \
-    <a href=\"#summary\">operations</a> · <a href=\"#stats\">checker statistics</a> · \
-    <a href=\"#faults\">faults</a> · <a href=\"#ops\">referenced operations</a></nav>";
-
-/// Statistics too long for the table (drawn as a plot, or the checker's own settings).
-const STATS_SKIPPED: [&str; 2] = ["unseen_series", "settings"];
-
-/// What every section may read.
-pub(crate) struct Ctx<'a> {
-    /// config.json, results.json and samples.jsonl.
-    pub(crate) files: &'a RunFiles,
-    /// What the pass over the history gathered.
-    pub(crate) scan: &'a HistoryScan,
-    /// Fault windows, shaded on every time plot.
-    pub(crate) faults: &'a Faults,
-    /// The end of the time axis: the latest op, sample or unseen point, in seconds.
-    pub(crate) x_max_s: f64,
-    /// The leaders' samples by key, grouped once: a run can have millions of samples.
-    samples_by_key: BTreeMap<&'a str, Vec<&'a Sample>>,
+fn contents() -> String {
+    let plots: Vec<String> = PLOT_TITLES
+        .iter()
+        .map(|(id, title)| format!("<a href=\"#{id}\">{title}</a>"))
+        .collect();
+    format!(
+        "<nav class=\"muted\"><a href=\"#verdict\">verdict</a> · <a href=\"#settings\">settings</a> · \
+         <a href=\"#anomalies\">anomalies</a> · plots: {} · <a href=\"#availability\">availability</a> · \
+         <a href=\"#summary\">operations</a> · <a href=\"#stats\">checker statistics</a> · \
+         <a href=\"#faults\">faults</a> · <a href=\"#ops\">referenced operations</a></nav>",
+        plots.join(", ")
+    )
 }
 
-impl<'a> Ctx<'a> {
-    /// The samples of `key` answered by its leader, in file order.
-    pub(crate) fn leader_samples(&self, key: &str) -> impl Iterator<Item = &'a Sample> + '_ {
-        self.samples_by_key.get(key).into_iter().flatten().copied()
-    }
-}
-
-fn group_leader_samples(samples: &[Sample]) -> BTreeMap<&str, Vec<&Sample>> {
-    let mut by_key: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
-    for s in samples.iter().filter(|s| s.from_leader()) {
-        by_key.entry(s.key.as_str()).or_default().push(s);
-    }
-    by_key
-}
+/// Statistics shown elsewhere (drawn, listed under the verdict or in the Faults section).
+const STATS_SKIPPED: [&str; 5] = [
+    "unseen_series",
+    "settings",
+    "fault_windows",
+    "unknown_reasons",
+    "problems",
+];
 
 /// The op indexes named by the examples shown.
 fn referenced_indexes(results: Option<&CheckResults>) -> BTreeSet<u64> {
@@ -133,47 +207,83 @@ fn referenced_indexes(results: Option<&CheckResults>) -> BTreeSet<u64> {
     wanted
 }
 
-/// Violations first, then the allowed anomalies; each group by name.
+/// Promise breakers first, then anomalies that invalidate the history, then the rest; in
+/// each group lost writes first, then by name.
 fn ordered_anomalies(results: &CheckResults) -> Vec<(&String, &Anomaly)> {
     let mut list: Vec<_> = results.anomalies.iter().collect();
-    list.sort_by_key(|(name, a)| (!a.breaks_promise, name.as_str()));
+    list.sort_by_key(|(name, a)| {
+        (
+            !a.breaks_promise,
+            !a.invalidates,
+            name.as_str() != "lost-write",
+            name.as_str(),
+        )
+    });
     list
+}
+
+/// The tag of an anomaly that occurred: whether it breaks the promise, or invalidates the
+/// history in a way the settings allow, or neither.
+fn anomaly_tag(a: &Anomaly) -> &'static str {
+    match (a.count, a.breaks_promise, a.invalidates) {
+        (0, _, _) => "<span class=\"muted\">none found</span>",
+        (_, true, _) => "<span class=\"tag violation\">breaks the promise</span>",
+        (_, false, true) => {
+            "<span class=\"tag allowed-tag\">invalid, allowed by the settings</span>"
+        }
+        (_, false, false) => "<span class=\"tag allowed\">does not invalidate</span>",
+    }
 }
 
 fn verdict_section(ctx: &Ctx) -> String {
     let mut out = String::from("<section id=\"verdict\">");
     let results = ctx.files.results.as_ref();
-    let _ = write!(
-        out,
-        "<p>Verdict: {}</p>",
-        verdict_badge(results.map(|r| r.valid))
-    );
     match results {
-        None => out.push_str("<p>No results.json: this run was not checked.</p>"),
+        None => out.push_str(
+            "<p class=\"headline unknown\">NOT CHECKED: this run has no results.json.</p>",
+        ),
         Some(r) => {
-            let found: Vec<String> = ordered_anomalies(r)
-                .into_iter()
-                .filter(|(_, a)| a.count > 0)
-                .map(|(name, a)| {
-                    let tag = if a.breaks_promise { "violation" } else { "allowed" };
-                    format!(
-                        "<a href=\"#anomaly-{0}\">{0}</a> ({1}, <span class=\"tag {tag}\">{tag}</span>)",
-                        esc(name),
-                        a.count
-                    )
-                })
-                .collect();
-            if found.is_empty() {
-                out.push_str("<p>No anomaly found.</p>");
-            } else {
-                let _ = write!(out, "<p>Anomalies: {}</p>", found.join(", "));
-            }
+            let _ = write!(
+                out,
+                "<p class=\"headline {}\">{}</p>",
+                r.standing().class(),
+                esc(&crate::words::headline(r, &ctx.files.config))
+            );
+        }
+    }
+    let _ = write!(out, "<p>{}</p>", standing_badge(results, "not checked"));
+    if let Some(r) = results {
+        if !r.promise_reason.is_empty() {
+            let _ = write!(
+                out,
+                "<p>Promise {}: {}</p>",
+                r.promise.as_str(),
+                esc(&r.promise_reason)
+            );
+        }
+        out.push_str(&loss_line(ctx, r));
+        let found: Vec<String> = ordered_anomalies(r)
+            .into_iter()
+            .filter(|(_, a)| a.count > 0)
+            .map(|(name, a)| {
+                format!(
+                    "<a href=\"#anomaly-{0}\">{0}</a> ({1}) {2}",
+                    esc(name),
+                    a.count,
+                    anomaly_tag(a)
+                )
+            })
+            .collect();
+        if found.is_empty() {
+            out.push_str("<p>No anomaly found.</p>");
+        } else {
+            let _ = write!(out, "<p>Anomalies: {}</p>", found.join(", "));
         }
     }
     let _ = write!(
         out,
-        "<p class=\"muted\">{} history lines, {:.1} s.</p>",
-        ctx.scan.lines, ctx.x_max_s
+        "<p class=\"muted\">{} history lines; main phase from {:.1} s, run ends at {:.1} s.</p>",
+        ctx.scan.lines, ctx.x_range_s.0, ctx.x_range_s.1
     );
     let stats = results.map(|r| &r.stats);
     for (key, title) in [
@@ -184,26 +294,61 @@ fn verdict_section(ctx: &Ctx) -> String {
         if let Some(items) = items.filter(|i| !i.is_empty()) {
             let _ = write!(out, "<div class=\"warning\"><strong>{title}</strong><ul>");
             for item in items {
-                let _ = write!(out, "<li>{}</li>", esc(&short(item)));
+                let _ = write!(out, "<li>{}</li>", esc(&display_value(Some(item))));
             }
             out.push_str("</ul></div>");
         }
     }
-    let warnings: Vec<&String> = ctx
+    let mut warnings: Vec<String> = ctx
         .files
         .warnings
         .iter()
         .chain(&ctx.scan.warnings)
+        .cloned()
         .collect();
+    for (key, ours, theirs) in ctx.losses.disagreements() {
+        warnings.push(format!(
+            "{key}: the report counts {ours} acknowledged writes gone, the checker {theirs} \
+             (stats.lost_acknowledged.by_key); the headline uses the checker's figure"
+        ));
+    }
     if !warnings.is_empty() {
         out.push_str("<div class=\"warning\"><strong>Warnings</strong><ul>");
         for w in warnings {
-            let _ = write!(out, "<li>{}</li>", esc(w));
+            let _ = write!(out, "<li>{}</li>", esc(&w));
         }
         out.push_str("</ul></div>");
     }
     out.push_str("</section>");
     out
+}
+
+/// "Lost acknowledged writes: N of M (by partition) · sends acknowledged: ...".
+fn loss_line(ctx: &Ctx, r: &CheckResults) -> String {
+    let lost = &r.stats["lost_acknowledged"];
+    let by_key: Vec<String> = lost["by_key"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| format!("{} {}", esc(k), v)).collect())
+        .unwrap_or_default();
+    let sends = &r.stats["ops_by_f"]["send"];
+    let share = match (sends["ok"].as_u64(), sends["invoke"].as_u64()) {
+        (Some(ok), Some(n)) if n > 0 => format!(
+            " · sends acknowledged: {ok} of {n} ({:.0}%)",
+            100.0 * ok as f64 / n as f64
+        ),
+        _ => String::new(),
+    };
+    let _ = ctx;
+    format!(
+        "<p>Lost acknowledged writes: <strong>{} of {}</strong>{}{share}.</p>",
+        crate::run_dir::lost_acknowledged(r),
+        r.acknowledged(),
+        if by_key.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", by_key.join(", "))
+        }
+    )
 }
 
 /// The reproduce command: a string as is, a list joined with shell quoting where needed.
@@ -345,24 +490,51 @@ fn anomalies_section(results: Option<&CheckResults>) -> String {
         out.push_str("<p>The checkers found no anomaly.</p>");
     }
     for (name, a) in ordered_anomalies(results) {
-        // The checker marks an anomaly as a violation when the settings forbid it; only an
-        // anomaly that occurred is worth the red tag.
-        let tag = match (a.count, a.breaks_promise) {
-            (0, _) => "<span class=\"muted\">none found</span>",
-            (_, true) => "<span class=\"tag violation\">violation</span>",
-            (_, false) => "<span class=\"tag allowed\">allowed by the settings</span>",
-        };
         let _ = write!(
             out,
-            "<div id=\"anomaly-{0}\" class=\"anomaly\"><h3>{0}: {1} {tag}</h3>",
+            "<div id=\"anomaly-{0}\" class=\"anomaly\"><h3>{0}: {1} {2}</h3>",
             esc(name),
-            a.count
+            a.count,
+            anomaly_tag(a)
         );
         if !a.note.is_empty() {
             let _ = write!(out, "<p>{}</p>", esc(&a.note));
         }
         let shown = &a.examples[..a.examples.len().min(EXAMPLES_SHOWN_MAX)];
-        out.push_str(&examples::examples_table(name, shown));
+        let sentences: Vec<(usize, String)> = shown
+            .iter()
+            .enumerate()
+            .filter_map(|(n, e)| sentence(name, e).map(|s| (n, s)))
+            .collect();
+        let sentences_count = sentences.len();
+        if !sentences.is_empty() {
+            out.push_str("<ol class=\"sentences\">");
+            for (n, s) in sentences {
+                let _ = write!(
+                    out,
+                    "<li class=\"sentence\" value=\"{}\"><a href=\"#anomaly-{}-{n}\">example {}</a>: {s}</li>",
+                    n + 1,
+                    esc(name),
+                    n + 1
+                );
+            }
+            out.push_str("</ol>");
+        }
+        let table = examples::examples_table(name, shown);
+        if !table.is_empty() {
+            // With a sentence for every example the fields are details; else they are the
+            // only account of the examples and stay open.
+            let open = if sentences_count == shown.len() {
+                ""
+            } else {
+                " open"
+            };
+            let _ = write!(
+                out,
+                "<details{open}><summary>Every field of {} example(s)</summary>{table}</details>",
+                shown.len()
+            );
+        }
         if a.examples.len() > EXAMPLES_SHOWN_MAX {
             let _ = write!(
                 out,
@@ -383,13 +555,80 @@ fn anomalies_section(results: Option<&CheckResults>) -> String {
     out
 }
 
-/// The nearest-rank percentile of sorted values.
-pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
-    if sorted.is_empty() {
-        return None;
+/// Per partition: its sends by outcome, the share acknowledged, and how long it had no
+/// leader during the main phase.
+fn availability_section(ctx: &Ctx) -> String {
+    let mut out = String::from(
+        "<section id=\"availability\"><h2>Availability per partition</h2><table><tr>\
+         <th>partition</th><th class=\"num\">sends</th><th class=\"num\">ok</th>\
+         <th class=\"num\">fail</th><th class=\"num\">info</th><th class=\"num\">ok share</th>\
+         <th class=\"num\">without a leader (s)</th><th class=\"num\">longest (s)</th></tr>",
+    );
+    let (from, to) = ctx.main_phase_ns();
+    let mut keys: BTreeSet<&str> = ctx
+        .scan
+        .sends_by_key
+        .keys()
+        .map(|&id| ctx.scan.key_name(id))
+        .collect();
+    keys.extend(ctx.replicas.by_key.keys().map(String::as_str));
+    let mut totals = [0u64; 3];
+    for key in &keys {
+        let id = ctx.scan.keys.iter().position(|k| k == key);
+        let s = id
+            .and_then(|id| ctx.scan.sends_by_key.get(&(id as u32)))
+            .copied()
+            .unwrap_or_default();
+        totals[0] += s.ok;
+        totals[1] += s.fail;
+        totals[2] += s.info;
+        let (offline, longest) = ctx.replicas.by_key.get(*key).map_or((None, None), |k| {
+            let (t, l) = k.offline_within(from, to);
+            (Some(t), Some(l))
+        });
+        let secs =
+            |v: Option<u64>| v.map_or("–".to_string(), |ns| format!("{:.1}", ns as f64 / 1e9));
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            esc(key),
+            s.ok + s.fail + s.info,
+            s.ok,
+            s.fail,
+            s.info,
+            share(s.ok, s.ok + s.fail + s.info),
+            secs(offline),
+            secs(longest)
+        );
     }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    Some(sorted[rank - 1])
+    let all: u64 = totals.iter().sum();
+    let _ = write!(
+        out,
+        "<tr><th>all</th><th class=\"num\">{all}</th><th class=\"num\">{}</th><th class=\"num\">{}</th>\
+         <th class=\"num\">{}</th><th class=\"num\">{}</th><th></th><th></th></tr></table>",
+        totals[0],
+        totals[1],
+        totals[2],
+        share(totals[0], all)
+    );
+    let _ = write!(
+        out,
+        "<p class=\"muted\">Sends are counted per record (a send op may carry several), at \
+         completion. Time without a leader: the partition's offline periods (no leader \
+         answered the sampler, see the ISR plot) within the main phase, {:.1} s to {:.1} s.</p></section>",
+        from as f64 / 1e9,
+        to as f64 / 1e9
+    );
+    out
+}
+
+fn share(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "–".to_string()
+    } else {
+        format!("{:.1}%", 100.0 * part as f64 / whole as f64)
+    }
 }
 
 fn summary_section(scan: &HistoryScan) -> String {
@@ -433,36 +672,25 @@ fn summary_section(scan: &HistoryScan) -> String {
     out
 }
 
-/// The checkers' statistics (results.json `stats`), one row per field.
+/// The checkers' statistics (results.json `stats`) as tables.
 fn stats_section(results: Option<&CheckResults>) -> String {
     let mut out = String::from("<section id=\"stats\"><h2>Checker statistics</h2>");
     let Some(stats) = results.and_then(|r| r.stats.as_object()) else {
         out.push_str("<p>None.</p></section>");
         return out;
     };
-    out.push_str("<table>");
-    for (key, v) in stats
+    let shown: serde_json::Map<String, Value> = stats
         .iter()
         .filter(|(k, _)| !STATS_SKIPPED.contains(&k.as_str()))
-    {
-        let _ = write!(
-            out,
-            "<tr><th>{}</th><td><code>{}</code></td></tr>",
-            esc(key),
-            esc(&short(v))
-        );
-    }
-    out.push_str("</table><p class=\"muted\">See docs/checkers.md for each field.</p></section>");
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.push_str(&object_tables(&shown, 0));
+    out.push_str(
+        "<p class=\"muted\">See docs/checkers.md for each field; the unseen series is drawn, \
+         the fault windows are in the Faults section, unknown reasons and problems under the \
+         verdict.</p></section>",
+    );
     out
-}
-
-fn short(v: &Value) -> String {
-    let text = display_value(Some(v));
-    if text.chars().count() > 400 {
-        text.chars().take(400).collect::<String>() + " …"
-    } else {
-        text
-    }
 }
 
 fn faults_section(faults: &Faults) -> String {
@@ -471,36 +699,54 @@ fn faults_section(faults: &Faults) -> String {
         out.push_str("<p>No fault was injected.</p></section>");
         return out;
     }
+    let source = match faults.source {
+        WindowSource::Results => "results.json (stats.fault_windows, derived by the checker)",
+        WindowSource::History => {
+            "the history's nemesis ops (results.json has no stats.fault_windows)"
+        }
+    };
+    let _ = write!(
+        out,
+        "<p class=\"muted\">Every start paired with its own stop, per node and per fault; \
+         overlapping windows are each listed. From {source}.</p>"
+    );
     out.push_str(
-        "<table><tr><th>fault</th><th class=\"num\">start s</th><th class=\"num\">end s</th>\
-         <th>targets</th></tr>",
+        "<table><tr><th>fault</th><th>nodes</th><th class=\"num\">start s</th>\
+         <th class=\"num\">end s</th><th class=\"num\">duration s</th><th class=\"num\">start op</th></tr>",
     );
     for w in faults.windows.iter().take(FAULT_ROWS_MAX) {
-        let end = if w.open_ended {
-            format!("{:.2} (never stopped)", w.end_ns as f64 / 1e9)
+        let end = if w.open {
+            format!("{:.2} (never stopped)", w.end_s)
         } else {
-            format!("{:.2}", w.end_ns as f64 / 1e9)
+            format!("{:.2}", w.end_s)
         };
         let _ = write!(
             out,
-            "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>\
-             <td class=\"num\">{:.2}</td><td class=\"num\">{end}</td><td><code>{}</code></td></tr>",
-            plots::svg_hex(w.kind.rgb()),
-            esc(w.kind.label()),
-            w.start_ns as f64 / 1e9,
-            esc(&short(&w.value))
+            "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td><td>{}</td>\
+             <td class=\"num\">{:.2}</td><td class=\"num\">{end}</td><td class=\"num\">{:.2}</td>\
+             <td class=\"num\">{}</td></tr>",
+            plots::svg_hex(kind_of(w).rgb()),
+            esc(&w.kind),
+            esc(&w.nodes.join(", ")),
+            w.start_s,
+            w.end_s - w.start_s,
+            w.start_op
         );
     }
     out.push_str("</table>");
     if !faults.events.is_empty() {
-        out.push_str("<h3>Other nemesis events</h3><table><tr><th>f</th><th class=\"num\">time s</th><th>value</th></tr>");
+        out.push_str(
+            "<h3>Other nemesis events</h3><table><tr><th>f</th><th class=\"num\">time s</th>\
+             <th>value</th><th>error</th></tr>",
+        );
         for e in faults.events.iter().take(FAULT_ROWS_MAX) {
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td class=\"num\">{:.2}</td><td><code>{}</code></td></tr>",
+                "<tr><td>{}</td><td class=\"num\">{:.2}</td><td><code>{}</code></td><td>{}</td></tr>",
                 esc(&e.f),
                 e.time_ns as f64 / 1e9,
-                esc(&short(&e.value))
+                esc(&display_value(Some(&e.value))),
+                esc(e.error.as_deref().unwrap_or(""))
             );
         }
         out.push_str("</table>");

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use tidewater_workloads::results::CheckResults;
+use tidewater_workloads::results::{CheckResults, Promise, Validity};
 
 /// File names inside a run directory (see DESIGN.md, "Store").
 pub const CONFIG_FILE: &str = "config.json";
@@ -92,7 +92,7 @@ impl RunFiles {
         let config = read_json_opt(&dir.join(CONFIG_FILE))?.unwrap_or(Value::Null);
         let results = match read_json_opt(&dir.join(RESULTS_FILE))? {
             Some(v) => Some(
-                serde_json::from_value(v)
+                parse_results(v)
                     .map_err(|e| ReportError::format(dir.join(RESULTS_FILE), e.to_string()))?,
             ),
             None => None,
@@ -129,6 +129,45 @@ impl RunFiles {
     /// The broker/topic settings, as display text (see [`config_settings`]).
     pub fn settings(&self) -> BTreeMap<String, String> {
         config_settings(&self.config)
+    }
+}
+
+/// Parses results.json. A file written before `promise` existed is judged from its anomalies'
+/// `violation` flags (read as `breaks_promise`): broken when one occurred, kept when the
+/// history is valid or every anomaly was allowed, unknown otherwise, so that its standing
+/// is not shown as merely "allowed".
+pub fn parse_results(v: Value) -> Result<CheckResults, serde_json::Error> {
+    let has_promise = v.get("promise").is_some();
+    let mut results: CheckResults = serde_json::from_value(v)?;
+    if !has_promise {
+        let broken = results
+            .anomalies
+            .values()
+            .any(|a| a.count > 0 && a.breaks_promise);
+        results.promise = match (broken, results.valid) {
+            (true, _) => Promise::Broken,
+            (false, Validity::Unknown) => Promise::Unknown,
+            (false, _) => Promise::Kept,
+        };
+        if results.promise_reason.is_empty() {
+            results.promise_reason =
+                "judged from the anomalies' violation flags (results.json has no promise field)"
+                    .to_string();
+        }
+    }
+    Ok(results)
+}
+
+/// Acknowledged writes that are gone: `stats.lost_acknowledged.total`, the figure shown
+/// everywhere; for results.json files written before that field, the `lost-write` count.
+pub fn lost_acknowledged(results: &CheckResults) -> u64 {
+    match results
+        .stats
+        .pointer("/lost_acknowledged/total")
+        .and_then(Value::as_u64)
+    {
+        Some(n) => n,
+        None => results.anomalies.get("lost-write").map_or(0, |a| a.count),
     }
 }
 

@@ -1,5 +1,12 @@
-//! Opens a generated report, the index and a matrix page in headless Chromium and checks that every plot
-//! renders with a non-zero size and that the page logs no error.
+//! Opens generated reports (a fixture with every kind of fault, and the unclean-election
+//! run), the index and a matrix page in headless Chromium and checks that every plot and
+//! every other SVG renders with a non-zero size, that the pages log no error, and that every
+//! link resolves (in-page anchors to an element, file links to a file). Screenshots of the
+//! unclean-election report, the index and the matrix page are kept for humans to look at,
+//! with the pages themselves, in `$TIDEWATER_ARTIFACTS` or else
+//! `<target>/tmp/tidewater-screenshots/` (printed by the test). `TIDEWATER_REPORT_RUN=DIR`
+//! adds a real run directory (for example one of `tidewater run --plan unclean-election`):
+//! its report is rendered, probed the same way and photographed as `real-run-report.png`.
 //!
 //! Chromium comes from the distribution (`chromium-headless-shell` or `chromium`, installed
 //! by `.ci/run`); `TIDEWATER_CHROMIUM` names another binary. Without one the test fails when
@@ -14,6 +21,7 @@
 mod common;
 
 use common::fixture_run;
+use common::unclean::unclean_election_run;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -31,8 +39,14 @@ const PROBE_END: &str = "<script>window.addEventListener('load',()=>{\
     const figs=[...document.querySelectorAll('figure')].map(f=>{const s=f.querySelector('svg');\
     const r=s?s.getBoundingClientRect():{width:0,height:0};\
     return f.id+'='+Math.round(r.width)+'x'+Math.round(r.height);});\
+    const svgs=[...document.querySelectorAll('svg')];\
+    const flat=svgs.filter(s=>{const r=s.getBoundingClientRect();return r.width<1||r.height<1;}).length;\
+    const dangling=[...document.querySelectorAll('a[href^=\"#\"]')]\
+    .filter(a=>!document.getElementById(decodeURIComponent(a.getAttribute('href').slice(1)))).length;\
     const p=document.createElement('pre');p.id='probe';\
-    p.textContent='FIGURES '+figs.join(' ')+' ERRORS '+window.__errors.length+' '+window.__errors.join(' | ');\
+    p.textContent='FIGURES '+figs.join(' ')+' SVGS '+svgs.length+' FLAT '+flat+' DANGLING '+dangling\
+    +' HEIGHT '+document.documentElement.scrollHeight\
+    +' ERRORS '+window.__errors.length+' '+window.__errors.join(' | ');\
     document.body.appendChild(p);});</script>";
 
 fn chromium() -> Option<PathBuf> {
@@ -123,6 +137,81 @@ fn probe(chromium: &Path, page: &Path, work: &Path) -> (String, Vec<String>) {
     (line, console)
 }
 
+/// A number the probe wrote after `label`.
+fn probed(probe: &str, label: &str) -> u64 {
+    let at = probe
+        .find(&format!(" {label} "))
+        .unwrap_or_else(|| panic!("no {label} in {probe}"));
+    probe[at + label.len() + 2..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Checks a probed page: no error, no console message, every SVG drawn with a size, every
+/// in-page link resolving.
+fn assert_clean(page: &Path, line: &str, console: &[String], with_svgs: bool) {
+    assert!(
+        console.is_empty(),
+        "{}: console messages: {console:?}",
+        page.display()
+    );
+    assert!(line.contains("ERRORS 0 "), "{}: {line}", page.display());
+    assert_eq!(probed(line, "SVGS") > 0, with_svgs, "{line}");
+    assert_eq!(
+        probed(line, "FLAT"),
+        0,
+        "{}: an SVG without size: {line}",
+        page.display()
+    );
+    assert_eq!(probed(line, "DANGLING"), 0, "{}: {line}", page.display());
+    let html = std::fs::read_to_string(page).unwrap();
+    common::assert_files_resolve(&html, page.parent().unwrap());
+}
+
+/// Takes a screenshot of `page` (`width` x `height` px) into `png`.
+fn screenshot(chromium: &Path, page: &Path, png: &Path, (width, height): (u32, u32), work: &Path) {
+    let status = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            work.join("profile-shot").display()
+        ))
+        .arg(format!("--window-size={width},{height}"))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", page.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("start chromium");
+    assert!(
+        status.success(),
+        "screenshot of {}: {status}",
+        page.display()
+    );
+    let size = std::fs::metadata(png).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 10_000, "{} is {size} bytes", png.display());
+}
+
+/// Where screenshots and the pages they show are kept.
+fn artifacts_dir() -> PathBuf {
+    let dir = std::env::var_os("TIDEWATER_ARTIFACTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tidewater-screenshots")
+        });
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// The (width, height) the probe measured for figure `id`.
 fn size_of(probe: &str, id: &str) -> (u32, u32) {
     let at = probe
@@ -134,7 +223,7 @@ fn size_of(probe: &str, id: &str) -> (u32, u32) {
 }
 
 #[test]
-fn report_index_and_matrix_render_their_plots_without_errors_in_chromium() {
+fn reports_index_and_matrix_render_every_svg_without_errors_and_their_links_resolve() {
     let Some(chromium) = chromium() else {
         assert!(
             std::env::var_os("TIDEWATER_REQUIRE_CHROMIUM").is_none(),
@@ -144,42 +233,70 @@ fn report_index_and_matrix_render_their_plots_without_errors_in_chromium() {
         eprintln!("SKIPPED: no chromium on PATH (set TIDEWATER_CHROMIUM to run this test)");
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
+    // The pages are kept with their screenshots; the store lives in the artifacts directory.
+    let artifacts = artifacts_dir();
+    let store = artifacts.join("store");
     let run = store.join("fixture/20261130T230000Z");
     fixture_run(&run, "cell-a", false);
+    let unclean = store.join("unclean-election/20261201T120000Z");
+    unclean_election_run(&unclean, Some("acks=1 unclean.leader.election.enable=true"));
+    std::fs::create_dir_all(unclean.join("nodes/n1")).unwrap();
+    std::fs::write(unclean.join("nodes/n1/broker.log"), "started\n").unwrap();
+    std::fs::write(unclean.join("harness.log"), "phase setup\n").unwrap();
+    // A run whose setup failed: config and an empty history, the reason in harness.log.
+    let failed = store.join("unclean-election/20261201T110000Z");
+    std::fs::create_dir_all(&failed).unwrap();
+    std::fs::write(failed.join("history.jsonl"), "").unwrap();
+    std::fs::write(
+        failed.join("config.json"),
+        r#"{"name": "unclean-election", "plan": "unclean-election", "acks": "1", "matrix_cell": "acks=1 unclean.leader.election.enable=true"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        failed.join("harness.log"),
+        "2026-12-01T11:00:09Z ERROR tidewater::cli: setup failed: could not create topic t0: cluster unreachable\n",
+    )
+    .unwrap();
     let report = render_run(&run).unwrap();
+    let unclean_report = render_run(&unclean).unwrap();
     let index = render_index(&store).unwrap();
-    let work = tmp.path().join("chromium");
-    std::fs::create_dir_all(&work).unwrap();
+    let work_dir = tempfile::tempdir().unwrap();
+    let work = work_dir.path().to_path_buf();
 
-    let (line, console) = probe(&chromium, &report, &work);
-    assert!(console.is_empty(), "console messages: {console:?}");
-    assert!(line.contains("ERRORS 0 "), "{line}");
-    for id in PLOT_IDS {
-        let (w, h) = size_of(&line, id);
-        assert!(w > 100 && h > 100, "{id} renders at {w}x{h}");
+    for page in [&report, &unclean_report] {
+        let (line, console) = probe(&chromium, page, &work);
+        assert_clean(page, &line, &console, true);
+        for id in PLOT_IDS {
+            let (w, h) = size_of(&line, id);
+            assert!(w > 100 && h > 60, "{id} renders at {w}x{h}");
+        }
     }
-
     let (line, console) = probe(&chromium, &index, &work);
-    assert!(console.is_empty(), "console messages: {console:?}");
-    assert!(line.contains("ERRORS 0 "), "{line}");
+    assert_clean(&index, &line, &console, false);
 
-    let cell = CellInput {
-        label: "acks=all".into(),
-        settings: [("acks".to_string(), "all".to_string())].into(),
+    let cell = |label: &str, runs| CellInput {
+        label: label.into(),
+        settings: [("acks".to_string(), "1".to_string())].into(),
         expectation: Expectation::default(),
-        runs: vec![RunOutcome::Completed(run)],
+        runs,
     };
     let summary = summarize_matrix(&MatrixInput {
         title: "m".into(),
-        cells: vec![cell],
+        cells: vec![
+            cell("acks=1", vec![RunOutcome::Completed(unclean.clone())]),
+            cell(
+                "acks=all",
+                vec![RunOutcome::Errored {
+                    run_dir: Some(failed.clone()),
+                    error: "setup failed: cluster unreachable".into(),
+                }],
+            ),
+        ],
     })
     .unwrap();
     let matrix = render_matrix(&summary, &store.join("matrix")).unwrap();
     let (line, console) = probe(&chromium, &matrix, &work);
-    assert!(console.is_empty(), "console messages: {console:?}");
-    assert!(line.contains("ERRORS 0 "), "{line}");
+    assert_clean(&matrix, &line, &console, true);
     for id in [
         "chart-lost-writes",
         "chart-availability",
@@ -189,4 +306,39 @@ fn report_index_and_matrix_render_their_plots_without_errors_in_chromium() {
         let (w, h) = size_of(&line, id);
         assert!(w > 100 && h > 100, "{id} renders at {w}x{h}");
     }
+
+    // Screenshots for humans: the top of the unclean-election report, the whole of it, the
+    // index and the matrix page.
+    let (line, _) = probe(&chromium, &unclean_report, &work);
+    let height = probed(&line, "HEIGHT").clamp(900, 16_000) as u32;
+    for (page, png, size) in [
+        (
+            &unclean_report,
+            "unclean-election-report-top.png",
+            (1280, 1400),
+        ),
+        (
+            &unclean_report,
+            "unclean-election-report.png",
+            (1280, height),
+        ),
+        (&index, "index.png", (1280, 1000)),
+        (&matrix, "matrix.png", (1280, 1400)),
+    ] {
+        screenshot(&chromium, page, &artifacts.join(png), size, &work);
+    }
+    if let Some(real) = std::env::var_os("TIDEWATER_REPORT_RUN") {
+        let page = render_run(Path::new(&real)).unwrap();
+        let (line, console) = probe(&chromium, &page, &work);
+        assert_clean(&page, &line, &console, true);
+        let height = probed(&line, "HEIGHT").clamp(900, 16_000) as u32;
+        screenshot(
+            &chromium,
+            &page,
+            &artifacts.join("real-run-report.png"),
+            (1280, height),
+            &work,
+        );
+    }
+    eprintln!("screenshots and pages kept in {}", artifacts.display());
 }

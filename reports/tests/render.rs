@@ -1,5 +1,7 @@
 //! Renders a report, an index and a matrix page from a fixed run directory and checks their
-//! content: anomalies with examples, plots with fault bands, self-containment.
+//! content: standing, anomalies with sentences and examples, plots with fault bands,
+//! self-containment. The fixture's results.json is of the older shape (`violation`, no
+//! promise, no stats.fault_windows), so these tests also cover reading such files.
 
 mod common;
 
@@ -29,8 +31,15 @@ fn report_shows_every_anomaly_with_examples_and_every_plot_with_fault_bands() {
     assert_eq!(path, dir.join("report.html"));
     let html = std::fs::read_to_string(&path).unwrap();
 
-    // Verdict and settings.
-    assert!(html.contains("<span class=\"verdict invalid\">invalid</span>"));
+    // Standing (judged from the violation flag of an older results.json), and settings.
+    assert!(html.contains("<span class=\"verdict broken\""), "red badge");
+    assert!(html.contains(
+        ">promise broken</span><span class=\"facts\">valid: false · promise: broken</span>"
+    ));
+    assert!(
+        html.contains("<p class=\"headline broken\">DATA LOST: 1 acknowledged writes; Kafka&#39;s promise broken</p>"),
+        "without stats.lost_acknowledged, the lost-write count"
+    );
     assert!(html.contains("min.insync.replicas"));
     assert!(html.contains("unclean.leader.election.enable"));
     assert!(html.contains("<pre id=\"reproduce\">tidewater run --seed 42 --name fixture</pre>"));
@@ -46,6 +55,15 @@ fn report_shows_every_anomaly_with_examples_and_every_plot_with_fault_bands() {
     }
     assert!(html.contains("id=\"anomaly-lost-write-0\""));
     assert!(html.contains("<code>102</code>"), "the lost value is shown");
+    assert!(
+        html.contains(&format!(
+            "t0/0: value 102, acknowledged at offset 2 by op <a href=\"#op-{0}\">#{0}</a> \
+             (acks=all), was never read, though op <a href=\"#op-{1}\">#{1}</a> read past that \
+             offset without it: it is gone.",
+            fx.lost_ack, fx.lost_read
+        )),
+        "a sentence says what happened"
+    );
     assert!(html.contains("id=\"anomaly-hw-regression-0\""));
     assert!(html.contains("visibility-only"));
     for i in [
@@ -84,15 +102,39 @@ fn report_shows_every_anomaly_with_examples_and_every_plot_with_fault_bands() {
                 fig.contains(&format!("fill=\"{}\"", svg_hex(kind.rgb()))),
                 "{id} shades {kind:?}"
             );
+            if id != "plot-faults" {
+                assert!(
+                    fig.contains(&format!("fill=\"{}\" fill-opacity=", svg_hex(kind.rgb()))),
+                    "{id} shades {kind:?} as a band"
+                );
+            }
             assert!(
                 fig.contains(&format!("{} (fault)", kind.label())),
                 "{id} legend names {kind:?}"
             );
         }
     }
-    assert!(figure(&html, "plot-hw").contains("1 observations went back"));
+    // The windows, derived from the history with the checker's tracker (no fault_windows).
+    for title in [
+        "kill n1 from 1.0 s to 3.0 s",
+        "pause n2 from 4.0 s to 6.0 s",
+        "partition n1,n2,n3 from 8.0 s to 12.0 s",
+    ] {
+        assert!(
+            figure(&html, "plot-latency").contains(&format!("<title>{title}</title>")),
+            "{title}"
+        );
+    }
+    assert!(html.contains("the history's nemesis ops (results.json has no stats.fault_windows)"));
+    assert!(figure(&html, "plot-hw").contains("1 regressions, gathered into 1 episodes"));
     assert!(figure(&html, "plot-isr").contains("min.insync.replicas = 2"));
-    assert!(figure(&html, "plot-lost-writes").contains("1 lost acknowledged writes"));
+    // Without final reads the report cannot tell which writes are gone: examples only.
+    assert!(figure(&html, "plot-lost-writes")
+        .contains("only the checker's 1 lost-write examples are drawn"));
+    assert!(figure(&html, "plot-lost-writes")
+        .contains("<title>t0/0: the acknowledged write at offset 2 is gone</title>"));
+    // The time axis starts at the main phase (the first client op, at 0.1 s).
+    assert!(html.contains("Time axes start at the main phase, 0.1 s after the test started"));
 
     // Summary: 6 sends invoked: 4 ok, 1 fail, 1 info.
     assert!(html.contains(
@@ -100,13 +142,14 @@ fn report_shows_every_anomaly_with_examples_and_every_plot_with_fault_bands() {
     ), "send summary row");
     // Checker statistics, but not the series drawn as a plot.
     let stats = &html[html.find("<section id=\"stats\">").unwrap()..];
-    assert!(stats.contains("<tr><th>unseen_final</th><td><code>0</code></td></tr>"));
+    assert!(stats.contains("<tr><th>unseen_final</th><td class=\"num\">0</td></tr>"));
     assert!(!stats[..stats.find("</section>").unwrap()].contains("unseen_series"));
     assert!(html.contains("<li>final reads of t0/1 timed out</li>"));
     // Fault table: the three windows and the unknown nemesis function.
     assert!(html.contains("compact-logs"));
 
     common::assert_anchors_resolve(&html);
+    common::assert_files_resolve(&html, &dir);
     // Self-contained.
     for needle in ["http://", "https://", "src=", "<script", "<link", "url("] {
         assert!(!html.contains(needle), "found {needle}");
@@ -168,21 +211,91 @@ fn index_lists_runs_newest_first_with_verdicts_and_cell_trends() {
     );
     assert!(html.contains("<a href=\"other%20test/20261128T230000Z/\">"));
     assert_eq!(
-        html.matches("<span class=\"verdict invalid\">").count(),
+        html.matches("<span class=\"verdict broken\"").count(),
         2,
         "run row and cell-a's latest"
     );
-    assert!(html.contains("not checked"));
+    assert!(html.contains("valid: false · promise: broken"));
+    assert!(html.contains("<span class=\"verdict none\">not checked</span>"));
     assert!(html.contains("acks=all, nemesis=kill,pause,partition, min.insync.replicas=2"));
     assert!(html.contains("<strong class=\"nowrap\" style=\"color:#c62828\">lost-write 1</strong>"));
-    // Trends: cell-a has two runs, oldest (valid) first.
+    // Lost acknowledged writes: the lost-write count for these older results.
+    assert!(html.contains("<td class=\"num\">1</td><td class=\"num\">–</td>"));
+    // Trends: cell-a has two runs, oldest (valid) first, coloured by writes lost.
     let trends = &html[html.find("id=\"trends\"").unwrap()..html.find("id=\"runs\"").unwrap()];
     let a = &trends[trends.find("cell-a").unwrap()..trends.find("cell-b").unwrap()];
-    let valid = a.find("<a class=\"valid\"").unwrap();
-    let invalid = a.find("<a class=\"invalid\"").unwrap();
-    assert!(valid < invalid, "oldest to newest");
-    assert_eq!(html.matches("title=\"20261128T230000Z valid\"").count(), 1);
+    let valid = a.find("<a class=\"clean\"").unwrap();
+    let broken = a.find("<a class=\"broken\"").unwrap();
+    assert!(valid < broken, "oldest to newest");
+    assert!(html.contains("title=\"20261128T230000Z valid; no acknowledged write\""));
     assert!(!html.contains("http"));
+}
+
+#[test]
+fn the_index_names_the_fault_plan_and_setup_failures_and_colours_trends_by_loss() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path();
+    let cell = "acks=1 unclean.leader.election.enable=true";
+    let lossy = store.join("unclean-election/20261201T120000Z");
+    common::unclean::unclean_election_run(&lossy, Some(cell));
+    let failed = store.join("unclean-election/20261201T130000Z");
+    std::fs::create_dir_all(&failed).unwrap();
+    std::fs::write(failed.join("history.jsonl"), "").unwrap();
+    common::write_json(
+        &failed.join("config.json"),
+        &serde_json::json!({"name": "unclean-election", "plan": "unclean-election",
+                            "nemesis": ["kill"], "acks": "1", "matrix_cell": cell}),
+    );
+    std::fs::write(
+        failed.join("harness.log"),
+        "2026-12-01T13:00:09Z  INFO tidewater: phase setup\n\
+         2026-12-01T13:00:39Z ERROR tidewater::cli: setup failed: could not create topic t0: cluster unreachable\n",
+    )
+    .unwrap();
+    let html = std::fs::read_to_string(render_index(store).unwrap()).unwrap();
+    // The plan, not the unused random nemesis.
+    assert!(html.contains("<code>acks=1, plan=unclean-election, min.insync.replicas=2, unclean.leader.election.enable=true</code>"));
+    assert!(!html.contains("nemesis=kill"));
+    // A setup failure says so.
+    assert!(html.contains("<span class=\"verdict setup\" title=\"could not create topic t0: cluster unreachable\">setup failed</span>"));
+    // The lossy run: its loss and the share of sends acknowledged, counted from the files.
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lossy.join("results.json")).unwrap())
+            .unwrap();
+    let (lost, acked) = (
+        results["stats"]["lost_acknowledged"]["total"]
+            .as_u64()
+            .unwrap(),
+        results["stats"]["sends"]["acked"].as_u64().unwrap(),
+    );
+    let history = std::fs::read_to_string(lossy.join("history.jsonl")).unwrap();
+    let ops: Vec<serde_json::Value> = history
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let count = |kind: &str| {
+        ops.iter()
+            .filter(|op| op["f"] == "send" && op["type"] == kind)
+            .count() as u64
+    };
+    let (sends_ok, sends) = (count("ok"), count("invoke"));
+    assert_eq!(acked, sends_ok);
+    assert!(
+        html.contains(&format!("<td class=\"num\">{lost} of {acked}</td>")),
+        "{lost} of {acked}"
+    );
+    assert!(html.contains(&format!(
+        "<td class=\"num\">{:.0}%</td>",
+        100.0 * sends_ok as f64 / sends as f64
+    )));
+    // Its trend square: red (10% or more lost), with the figures in its title.
+    assert!(lost * 10 >= acked);
+    assert!(html.contains(&format!(
+        "title=\"20261201T120000Z data lost, allowed; {lost} of {acked} acknowledged writes lost ({:.1}%); {:.0}% of sends acknowledged\"><span class=\"loss\" style=\"background:#a50f15\">",
+        100.0 * lost as f64 / acked as f64,
+        100.0 * sends_ok as f64 / sends as f64
+    )));
+    assert!(html.contains("title=\"20261201T130000Z setup failed: could not create topic t0: cluster unreachable\"><span class=\"loss\" style=\"background:#37474f\">"));
 }
 
 fn cell(
@@ -356,7 +469,11 @@ fn a_group_run_plots_its_rebalances_and_names_its_redeliveries() {
     for id in tidewater_reports::report::GROUP_PLOT_IDS {
         let fig = figure(&html, id);
         assert!(fig.contains("<svg width="), "{id} has an SVG");
-        assert!(fig.matches("<circle").count() >= 3, "{id} draws its dots");
+        let dots = fig
+            .split("<path ")
+            .find(|p| p.contains("<title>rebalance</title>"))
+            .expect("a path of rebalance dots");
+        assert_eq!(dots.matches("h0").count(), 3, "{id} draws its dots");
     }
     let fig = figure(&html, "plot-rebalances");
     assert!(
@@ -370,4 +487,119 @@ fn a_group_run_plots_its_rebalances_and_names_its_redeliveries() {
         "{fig}"
     );
     common::assert_anchors_resolve(&html);
+}
+
+#[test]
+fn the_matrix_page_lists_shared_settings_counts_lost_acknowledged_and_never_holds_an_errored_cell()
+{
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let lossy = store.join("m/20261201T120000Z");
+    common::unclean::unclean_election_run(&lossy, Some("acks=1"));
+    let strict = Expectation {
+        description: "no lost acknowledged write".into(),
+        lost_writes_max: Some(0),
+        ..Expectation::default()
+    };
+    let input = MatrixInput {
+        title: "m".into(),
+        cells: vec![
+            cell(
+                "acks=1",
+                &[("acks", "1")],
+                Expectation::default(),
+                vec![RunOutcome::Completed(lossy.clone())],
+            ),
+            cell(
+                "acks=all",
+                &[("acks", "all")],
+                strict,
+                vec![RunOutcome::Errored {
+                    run_dir: None,
+                    error: "setup failed: cluster unreachable".into(),
+                }],
+            ),
+        ],
+    };
+    let summary = summarize_matrix(&input).unwrap();
+    // The loss is stats.lost_acknowledged, which is what the history shows: acknowledged
+    // values the final reads lack, counted here.
+    let ops: Vec<serde_json::Value> = std::fs::read_to_string(lossy.join("history.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut acked = Vec::new();
+    let mut kept = std::collections::BTreeSet::new();
+    for op in ops.iter().filter(|op| op["type"] == "ok") {
+        for m in op["value"].as_array().unwrap() {
+            if m[0] == "send" {
+                acked.push(m[2][1].as_i64().unwrap());
+            } else if m[0] == "poll" && op["final"] == true {
+                for records in m[1].as_object().unwrap().values() {
+                    kept.extend(
+                        records
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|r| r[1].as_i64().unwrap()),
+                    );
+                }
+            }
+        }
+    }
+    let lost = acked.iter().filter(|v| !kept.contains(v)).count() as u64;
+    assert!(lost > 0);
+    assert_eq!(summary.cells[0].lost_writes_total, lost);
+    assert_eq!(summary.cells[0].runs[0].lost_writes, lost);
+    // The errored cell was not evaluated: not failed, not held.
+    use tidewater_reports::matrix::CellStatus;
+    assert_eq!(summary.cells[1].status(), CellStatus::NotEvaluated);
+    assert_eq!(summary.exit_code(), 2);
+    assert_eq!(
+        summary.shared_settings.get("plan").map(String::as_str),
+        Some("unclean-election")
+    );
+    assert_eq!(
+        summary
+            .shared_settings
+            .get("min.insync.replicas")
+            .map(String::as_str),
+        Some("2")
+    );
+    assert!(
+        !summary.shared_settings.contains_key("acks"),
+        "an axis is not shared"
+    );
+    assert!(
+        !summary.shared_settings.contains_key("nemesis"),
+        "a plan replaced it"
+    );
+
+    let out = store.join("m");
+    let html = std::fs::read_to_string(render_matrix(&summary, &out).unwrap()).unwrap();
+    assert!(html.contains("<section id=\"shared\"><h2>Shared by every cell</h2>"));
+    assert!(html.contains("<tr><th>plan</th><td><code>unclean-election</code></td></tr>"));
+    assert!(html.contains("<tr><th>min.insync.replicas</th><td><code>2</code></td></tr>"));
+    let errored_row = &html[html.find("<tr id=\"cell-C2\">").unwrap()..];
+    let errored_row = &errored_row[..errored_row.find("</tr>").unwrap()];
+    assert!(
+        errored_row.contains("<span class=\"verdict none\">not evaluated</span> every run errored (setup failed: cluster unreachable)"),
+        "{errored_row}"
+    );
+    assert!(!errored_row.contains(">yes<"), "{errored_row}");
+    let lossy_row = &html[html.find("<tr id=\"cell-C1\">").unwrap()..];
+    let lossy_row = &lossy_row[..lossy_row.find("</tr>").unwrap()];
+    assert!(
+        lossy_row.contains(&format!("<td class=\"num\">{lost}</td>")),
+        "{lossy_row}"
+    );
+    assert!(
+        html.contains("<span class=\"verdict allowed\""),
+        "the run's standing"
+    );
+    assert!(html.contains("valid: false · promise: kept"));
+    assert!(junit_xml(&summary).contains(&format!("lost_writes={lost} ")));
+    common::assert_anchors_resolve(&html);
+    common::assert_files_resolve(&html, &out);
 }

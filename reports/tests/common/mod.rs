@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test file uses a part
 
+pub mod unclean;
+
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -210,4 +212,42 @@ pub fn assert_anchors_resolve(html: &str) {
         checked += 1;
     }
     assert!(checked > 0, "no in-page links at all");
+}
+
+/// Every `href` of `html` that is not an in-page anchor: the targets, relative to `dir`.
+pub fn file_links(html: &str) -> Vec<String> {
+    html.split("href=\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_string())
+        .filter(|target| !target.starts_with('#'))
+        .collect()
+}
+
+/// Decodes `%XX` escapes.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// Asserts that every link of `html` to a file resolves to an existing file or directory
+/// relative to `dir` (the page's directory), and that no link leaves the machine.
+pub fn assert_files_resolve(html: &str, dir: &Path) {
+    for target in file_links(html) {
+        assert!(!target.contains("://"), "a link off the machine: {target}");
+        let path = dir.join(percent_decode(&target));
+        assert!(path.exists(), "dangling link {target} ({})", path.display());
+    }
 }
