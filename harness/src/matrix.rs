@@ -63,9 +63,12 @@ pub struct ExpectRule {
     pub forbidden_anomalies: Vec<String>,
     /// Lowest share of ok sends, 0.0 to 1.0.
     pub availability_min: Option<f64>,
-    /// Every run must be valid.
+    /// Every run must be valid (a fact about its history: nothing lost, no anomaly).
     #[serde(default)]
     pub all_valid: bool,
+    /// Every run must keep Kafka's promise under its settings (losses they allow are fine).
+    #[serde(default)]
+    pub promise_kept: bool,
 }
 
 /// A parsed matrix file.
@@ -274,6 +277,7 @@ fn combine<'a>(rules: impl Iterator<Item = &'a ExpectRule>) -> Expectation {
             (a, b) => a.or(b),
         };
         e.all_valid |= rule.all_valid;
+        e.promise_kept |= rule.promise_kept;
     }
     e.description = descriptions.join("; ");
     e
@@ -596,5 +600,49 @@ mod tests {
         })
         .unwrap();
         assert_eq!(run.exit_code(), 2);
+    }
+
+    #[test]
+    fn expectations_refer_to_the_fact_or_to_the_promise() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = MatrixFile::parse(
+            "name = \"m\"\n[axes]\nacks = [\"1\"]\n\
+             [[expect]]\ndescription = \"keeps the promise\"\npromise_kept = true\n",
+        )
+        .unwrap();
+        let plan = &file.cells()[0];
+        assert!(plan.expectation.promise_kept && !plan.expectation.all_valid);
+        // acks=1 lost a write, which its settings allow: invalid, yet the promise is kept.
+        let write = |name: &str, promise: &str| {
+            let dir = tmp.path().join(name);
+            let run = fake_run(&dir, 1);
+            let mut results: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap())
+                    .unwrap();
+            results["promise"] = promise.into();
+            results["anomalies"]["lost-write"]["breaks_promise"] = (promise == "broken").into();
+            std::fs::write(dir.join("results.json"), results.to_string()).unwrap();
+            run
+        };
+        let kept = run_matrix(&file, &tmp.path().join("kept"), |_, _| write("a", "kept")).unwrap();
+        assert_eq!(kept.exit_code(), 0, "{:?}", kept.summary.cells[0].failures);
+        let broken = run_matrix(&file, &tmp.path().join("broken"), |_, _| {
+            write("b", "broken")
+        })
+        .unwrap();
+        assert_eq!(
+            broken.summary.cells[0].failures,
+            ["1 runs did not keep the promise"]
+        );
+        // The same runs against all_valid: the loss is a fact, so it fails either way.
+        let strict = MatrixFile::parse(
+            "name = \"m\"\n[axes]\nacks = [\"1\"]\n[[expect]]\nall_valid = true\n",
+        )
+        .unwrap();
+        let run = run_matrix(&strict, &tmp.path().join("strict"), |_, _| {
+            write("c", "kept")
+        })
+        .unwrap();
+        assert_eq!(run.summary.cells[0].failures, ["1 runs not valid"]);
     }
 }

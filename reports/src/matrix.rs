@@ -24,7 +24,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::{Component, Path, PathBuf};
-use tidewater_workloads::results::{CheckResults, Validity};
+use tidewater_workloads::results::{CheckResults, Promise, Validity};
 
 /// The comparison page's file name.
 pub const MATRIX_FILE: &str = "matrix.html";
@@ -45,8 +45,11 @@ pub struct Expectation {
     pub forbidden_anomalies: Vec<String>,
     /// Lowest acceptable share of ok sends over all runs, 0.0 to 1.0.
     pub availability_min: Option<f64>,
-    /// Every run's verdict must be valid.
+    /// Every run's verdict must be valid (a fact: nothing lost, no anomaly).
     pub all_valid: bool,
+    /// Every run must keep Kafka's promise under its settings (a judgement: losses the
+    /// settings allow are fine, a broken promise or an unknown one is not).
+    pub promise_kept: bool,
 }
 
 /// How one run of a cell ended.
@@ -411,6 +414,17 @@ fn expectation_failures(cell: &CellSummary) -> Vec<String> {
             .count();
         if not_valid > 0 {
             failures.push(format!("{not_valid} runs not valid"));
+        }
+    }
+    if e.promise_kept {
+        let not_kept = cell
+            .runs
+            .iter()
+            .filter(|r| r.error.is_none())
+            .filter(|r| r.results.as_ref().map(|res| res.promise) != Some(Promise::Kept))
+            .count();
+        if not_kept > 0 {
+            failures.push(format!("{not_kept} runs did not keep the promise"));
         }
     }
     failures
