@@ -188,6 +188,28 @@ pub struct MatrixArgs {
     /// `repetitions` runs with fresh random seeds: the same faults and choices every night.
     #[arg(long, value_name = "SEED,SEED,...", value_delimiter = ',')]
     pub seeds: Vec<u64>,
+    /// This run is the night STAMP (`YYYYMMDDTHHMMSS`) of a nightly series: also write
+    /// STORE/<name>/nights/STAMP/ with the night's matrix page, JUnit file, summary.json and
+    /// summary.html (the changes since the previous night, regressions first); a regression
+    /// makes the exit code 1.
+    #[arg(long, value_name = "STAMP", value_parser = parse_night)]
+    pub night: Option<String>,
+}
+
+/// A night's stamp: letters, digits, `-`, `_` and `.` only (it names a directory).
+fn parse_night(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && !s.starts_with('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?}: a stamp such as 20261201T023000 (letters, digits, - _ .)"
+        ))
+    }
 }
 
 /// `tidewater clean`.
@@ -700,7 +722,39 @@ fn matrix_command(args: &MatrixArgs) -> i32 {
         Ok(run) => {
             println!("matrix page: {}", run.page.display());
             println!("junit: {}", run.junit.display());
-            run.exit_code()
+            let mut code = run.exit_code();
+            if let Some(night) = &args.night {
+                match crate::matrix::write_night(&run, &out_dir, night) {
+                    Ok(summary) => {
+                        println!(
+                            "night {night}: {} regression(s) since {}",
+                            summary.regressions(),
+                            summary.previous.as_deref().unwrap_or("no earlier night")
+                        );
+                        for change in &summary.changes {
+                            let tag = if change.regression { "REGRESSION " } else { "" };
+                            println!("  {tag}{}: {}", change.cell, change.what);
+                        }
+                        println!(
+                            "night summary: {}",
+                            out_dir
+                                .join("nights")
+                                .join(night)
+                                .join("summary.json")
+                                .display()
+                        );
+                        code = summary.exit_code;
+                    }
+                    Err(e) => {
+                        eprintln!("tidewater: night summary: {e}");
+                        return EXIT_HARNESS;
+                    }
+                }
+            }
+            if let Err(e) = tidewater_reports::render_index(&args.store) {
+                eprintln!("tidewater: index: {e}");
+            }
+            code
         }
         Err(e) => {
             eprintln!("tidewater: matrix: {e}");

@@ -33,6 +33,7 @@ use tidewater_reports::matrix::{
     junit_xml, render_matrix, summarize_matrix, CellInput, Expectation, MatrixInput, MatrixSummary,
     RunOutcome,
 };
+use tidewater_reports::night::{night_summary, previous_night, NightSummary, NIGHTS_DIR};
 use tidewater_reports::ReportError;
 
 /// Cells per matrix at most: each costs `repetitions` full runs.
@@ -300,6 +301,28 @@ impl MatrixRun {
     pub fn exit_code(&self) -> i32 {
         self.summary.exit_code()
     }
+}
+
+/// Writes a night's own copy of the matrix page and JUnit file, its `summary.json` and
+/// `summary.html` (compared with the previous night) into `out_dir/nights/<night>/`.
+/// Returns the summary.
+pub fn write_night(
+    run: &MatrixRun,
+    out_dir: &Path,
+    night: &str,
+) -> Result<NightSummary, ReportError> {
+    let nights = out_dir.join(NIGHTS_DIR);
+    let dir = nights.join(night);
+    let previous = previous_night(&nights, night);
+    let summary = night_summary(&run.summary, night, previous.as_ref());
+    render_matrix(&run.summary, &dir)?;
+    let junit = dir.join(JUNIT_FILE);
+    std::fs::write(&junit, junit_xml(&run.summary)).map_err(|e| ReportError::Io {
+        path: junit.clone(),
+        source: e,
+    })?;
+    tidewater_reports::night::write_night(&summary, &dir)?;
+    Ok(summary)
 }
 
 /// Runs every repetition of every cell with `run_one(cell, repetition)` (repetitions count

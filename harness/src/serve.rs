@@ -101,7 +101,7 @@ async fn handle(State(store): State<Arc<Store>>, method: Method, uri: Uri) -> Re
 /// The index of runs, rendered from the store as it is now.
 async fn index(root: PathBuf) -> Response {
     let rendered =
-        tokio::task::spawn_blocking(move || list_runs(&root).map(|r| index_html(&r))).await;
+        tokio::task::spawn_blocking(move || list_runs(&root).map(|r| index_html(&root, &r))).await;
     match rendered {
         Ok(Ok(body)) => html(body),
         Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),

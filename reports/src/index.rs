@@ -400,10 +400,12 @@ fn run_target(run: &RunSummary) -> String {
     }
 }
 
-/// The index page of the runs, as HTML.
-pub fn index_html(runs: &[RunSummary]) -> String {
+/// The index page of the runs of `store_dir`, as HTML: the nightly matrices' nights (each
+/// linking its summary and matrix page), the trend of every matrix cell, then every run.
+pub fn index_html(store_dir: &Path, runs: &[RunSummary]) -> String {
     let mut body = String::from("<h1>Tidewater runs</h1>");
     let _ = write!(body, "<p class=\"muted\">{} runs.</p>", runs.len());
+    body.push_str(&crate::night::nights_section(store_dir));
     body.push_str(&trends_section(runs));
     body.push_str(
         "<section id=\"runs\"><h2>Runs</h2><table><tr><th>test</th><th>time</th><th>standing</th>\
@@ -446,7 +448,7 @@ pub fn render_index(store_dir: &Path) -> Result<PathBuf, ReportError> {
     let runs = list_runs(store_dir)?;
     let path = store_dir.join(INDEX_FILE);
     let tmp = store_dir.join(format!(".{INDEX_FILE}.tmp"));
-    std::fs::write(&tmp, index_html(&runs)).map_err(|e| ReportError::io(&tmp, e))?;
+    std::fs::write(&tmp, index_html(store_dir, &runs)).map_err(|e| ReportError::io(&tmp, e))?;
     std::fs::rename(&tmp, &path).map_err(|e| ReportError::io(&path, e))?;
     Ok(path)
 }

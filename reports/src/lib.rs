@@ -14,6 +14,8 @@
 //!   Entry point [`render_index`].
 //! - `matrix`: the comparison page of a settings matrix and its JUnit XML. Entry points
 //!   [`summarize_matrix`], [`render_matrix`], [`junit_xml`].
+//! - `night`: a nightly matrix's night: `summary.json` and `summary.html`, the changes since
+//!   the previous night (regressions first), and the index's list of nights.
 //! - `run_dir`: reading config.json, results.json and samples.jsonl of a run directory.
 //! - `history_scan`: one streaming pass over history.jsonl (millions of ops) gathering what
 //!   the plots and tables need.
@@ -41,6 +43,7 @@ pub mod html;
 pub mod index;
 pub mod losses;
 pub mod matrix;
+pub mod night;
 pub mod plots;
 pub mod replicas;
 pub mod report;
