@@ -757,7 +757,9 @@ impl State {
             }
             NsOp::Unlink { parent, name, ino } => {
                 let path = self.durable_child(*parent, name);
-                self.remove_durable_file(*ino, &path)?;
+                if self.drop_durable_name(*ino, &path)? {
+                    fs::remove_file(&path)?;
+                }
             }
             NsOp::Rmdir { parent, name, ino } => {
                 fs::remove_dir(self.durable_child(*parent, name))?;
@@ -776,11 +778,12 @@ impl State {
                 let src = self.durable_child(*parent, name);
                 let dst = self.durable_child(*new_parent, new_name);
                 match replaced {
+                    // The rename itself replaces the old file (or empty directory) at `dst`.
                     Some(replaced) if !replaced_is_dir => {
-                        self.remove_durable_file(*replaced, &dst)?
+                        self.drop_durable_name(*replaced, &dst)?;
                     }
                     Some(replaced) => {
-                        self.inode_mut(*replaced).map_err(errno_to_io)?.durable = None
+                        self.inode_mut(*replaced).map_err(errno_to_io)?.durable = None;
                     }
                     None => {}
                 }
@@ -798,24 +801,26 @@ impl State {
         Ok(())
     }
 
-    /// Makes the removal of `ino`'s durable name `path` durable. A file still open keeps its
-    /// content: its home moves to the orphan area.
-    fn remove_durable_file(&mut self, ino: Ino, path: &Path) -> io::Result<()> {
+    /// The durable name `path` of the regular file `ino` goes away (a committed unlink, or a
+    /// committed rename over it). A file still open keeps its content: its home moves to the
+    /// orphan area. Returns whether the backing file is still at `path`, for the caller to
+    /// remove or replace.
+    fn drop_durable_name(&mut self, ino: Ino, path: &Path) -> io::Result<bool> {
         let orphan = orphan_path(&self.orphan_dir, ino);
         let inode = self.inode_mut(ino).map_err(errno_to_io)?;
         inode.durable = None;
         let still_open = inode.open_handles > 0;
         let Node::File(file) = &mut inode.node else {
-            unreachable!("only regular files are unlinked");
+            unreachable!("only regular files are unlinked or replaced as files");
         };
         if still_open {
             fs::rename(path, orphan)?;
             file.orphan = true;
+            Ok(false)
         } else {
             file.backing = None;
-            fs::remove_file(path)?;
+            Ok(true)
         }
-        Ok(())
     }
 
     /// Writes a file's overlay into its home, creating an orphan home if its name is not

@@ -372,3 +372,24 @@ fn names_of_lossyfs_itself_cannot_be_created_and_errors_follow_posix() {
         ErrorKind::NotFound
     );
 }
+
+#[test]
+fn a_file_replaced_by_a_durable_rename_while_open_stays_readable_through_its_handle() {
+    let m = mount(|b| fs::write(b.join("name"), b"old").unwrap());
+    let old = File::open(m.view("name")).unwrap();
+    let mut new = File::create(m.view("name.tmp")).unwrap();
+    new.write_all(b"new").unwrap();
+    new.sync_all().unwrap();
+    drop(new);
+    fs::rename(m.view("name.tmp"), m.view("name")).unwrap();
+    fsync_dir(&m.mnt);
+    assert_eq!(fs::read(m.durable("name")).unwrap(), b"new");
+    let mut buf = [0u8; 3];
+    old.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"old");
+    drop(old);
+
+    m.handle.lose_unsynced(Mode::Clean).unwrap();
+    assert_eq!(fs::read(m.view("name")).unwrap(), b"new");
+    assert_eq!(names(&m.mnt), ["name"]);
+}
