@@ -1,6 +1,6 @@
 //! Random operations in one directory through a real mount, checked against a small reference
-//! model of what each fsync makes durable: after every loss the view must equal the model's
-//! durable state, and between losses its volatile state. One seed drives each run; a failure
+//! model of what each fsync makes durable: after every loss (clean or torn) the view must equal
+//! the model's durable state, and between losses its volatile state. One seed drives each run; a failure
 //! names the seed and the step.
 
 mod common;
@@ -8,8 +8,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 use common::{fsync_dir, mount, names, Mounted};
+use tidewater_lossyfs::state::torn_prefix_len;
 use tidewater_lossyfs::Mode;
 
 /// splitmix64: small, deterministic, good enough to pick operations.
@@ -34,6 +36,8 @@ impl Rng {
 struct RefFile {
     volatile: Vec<u8>,
     durable: Vec<u8>,
+    /// The last write since the last fsync, while nothing else changed the file after it.
+    last_write: Option<(usize, Vec<u8>)>,
 }
 
 /// What the view should show and what should survive, in one directory.
@@ -66,12 +70,38 @@ impl Reference {
             .collect()
     }
 
+    /// A torn loss: each durably named file keeps a prefix of its last unsynced write.
+    fn lose_torn(&mut self, seed: u64) {
+        for (name, id) in &self.durable_names {
+            let file = self.files.get_mut(id).unwrap();
+            let Some((offset, data)) = &file.last_write else {
+                continue;
+            };
+            let kept = torn_prefix_len(seed, Path::new(name), data.len() as u64) as usize;
+            if kept > 0 {
+                if file.durable.len() < offset + kept {
+                    file.durable.resize(offset + kept, 0);
+                }
+                file.durable[*offset..offset + kept].copy_from_slice(&data[..kept]);
+            }
+        }
+        self.lose();
+    }
+
+    /// A file that lost its last name (and is not open) drops its unsynced changes.
+    fn unreachable(&mut self, id: u64) {
+        if !self.volatile_names.values().any(|&v| v == id) {
+            self.files.get_mut(&id).unwrap().last_write = None;
+        }
+    }
+
     fn lose(&mut self) {
         self.volatile_names = self.durable_names.clone();
         let live: Vec<u64> = self.durable_names.values().copied().collect();
         self.files.retain(|id, _| live.contains(id));
         for file in self.files.values_mut() {
             file.volatile = file.durable.clone();
+            file.last_write = None;
         }
     }
 }
@@ -110,7 +140,9 @@ fn actual_view(m: &Mounted) -> BTreeMap<String, Vec<u8>> {
 
 const NAMES: [&str; 5] = ["a", "b", "c", "d", "e"];
 
-fn run(seed: u64, steps: usize) {
+/// Runs `steps` random operations; returns how many writes torn losses kept part of.
+fn run(seed: u64, steps: usize) -> usize {
+    let mut torn_kept = 0;
     let m = mount(|_| {});
     let mut rng = Rng(seed);
     let mut reference = Reference::default();
@@ -142,6 +174,7 @@ fn run(seed: u64, steps: usize) {
                     file.volatile.resize(offset + data.len(), 0);
                 }
                 file.volatile[offset..offset + data.len()].copy_from_slice(&data);
+                file.last_write = Some((offset, data));
             }
             (35..=44, Some(id)) => {
                 let file = reference.files.get_mut(&id).unwrap();
@@ -152,6 +185,9 @@ fn run(seed: u64, steps: usize) {
                     .unwrap()
                     .set_len(len)
                     .unwrap();
+                if len as usize != file.volatile.len() {
+                    file.last_write = None;
+                }
                 file.volatile.resize(len as usize, 0);
             }
             (45..=59, Some(id)) => {
@@ -163,25 +199,40 @@ fn run(seed: u64, steps: usize) {
                     .unwrap();
                 let file = reference.files.get_mut(&id).unwrap();
                 file.durable = file.volatile.clone();
+                file.last_write = None;
             }
             (60..=69, Some(id)) => {
                 let to = NAMES[rng.below(NAMES.len() as u64) as usize].to_string();
                 fs::rename(&path, m.mnt.join(&to)).unwrap();
                 reference.volatile_names.remove(&name);
-                reference.volatile_names.insert(to, id);
+                if let Some(replaced) = reference.volatile_names.insert(to, id) {
+                    reference.unreachable(replaced);
+                }
             }
-            (70..=76, Some(_)) => {
+            (70..=76, Some(id)) => {
                 fs::remove_file(&path).unwrap();
                 reference.volatile_names.remove(&name);
+                reference.unreachable(id);
             }
             (77..=91, _) => {
                 fsync_dir(&m.mnt);
                 reference.durable_names = reference.volatile_names.clone();
             }
-            (92..=95, _) => {
+            (92..=93, _) => {
                 m.handle.lose_unsynced(Mode::Clean).unwrap();
                 reference.lose();
                 let context = format!("seed {seed} step {step}: after a loss");
+                assert_same(&actual_view(&m), &reference.view(true), &context);
+            }
+            (94..=95, _) => {
+                let torn_seed = rng.next();
+                let report = m
+                    .handle
+                    .lose_unsynced(Mode::Torn { seed: torn_seed })
+                    .unwrap();
+                torn_kept += report.torn_writes.iter().filter(|t| t.kept > 0).count();
+                reference.lose_torn(torn_seed);
+                let context = format!("seed {seed} step {step}: after a torn loss");
                 assert_same(&actual_view(&m), &reference.view(true), &context);
             }
             _ => {}
@@ -193,16 +244,16 @@ fn run(seed: u64, steps: usize) {
     }
     m.handle.lose_unsynced(Mode::Clean).unwrap();
     reference.lose();
-    assert_eq!(
-        actual_view(&m),
-        reference.view(true),
-        "seed {seed}: at the end"
-    );
+    let context = format!("seed {seed}: at the end");
+    assert_same(&actual_view(&m), &reference.view(true), &context);
+    torn_kept
 }
 
 #[test]
 fn random_operations_lose_exactly_what_the_reference_model_says() {
-    for seed in 1..=40 {
-        run(seed, 400);
-    }
+    let torn_kept: usize = (1..=40).map(|seed| run(seed, 400)).sum();
+    assert!(
+        torn_kept >= 20,
+        "torn losses kept parts of {torn_kept} writes"
+    );
 }
