@@ -154,3 +154,38 @@ fn the_binary_serves_a_mount_that_another_process_drives() {
         "the state directory is removed on unmount"
     );
 }
+
+#[test]
+fn losses_while_another_thread_writes_neither_hang_nor_break_the_mount() {
+    let m = mount(|b| fs::write(b.join("f"), b"durable").unwrap());
+    let path = m.view("f");
+    let writer = std::thread::spawn(move || {
+        // Appends until the file handle goes stale under a loss (bounded either way).
+        let mut file = fs::OpenOptions::new().append(true).open(&path).unwrap();
+        for i in 0..20_000u32 {
+            if file.write_all(&i.to_le_bytes()).is_err() {
+                return i;
+            }
+        }
+        20_000
+    });
+    let mut losses = 0;
+    while !writer.is_finished() && losses < 1000 {
+        m.handle
+            .lose_unsynced(tidewater_lossyfs::Mode::Clean)
+            .unwrap();
+        losses += 1;
+    }
+    let writes = writer.join().unwrap();
+    assert!(losses >= 1);
+    m.handle
+        .lose_unsynced(tidewater_lossyfs::Mode::Clean)
+        .unwrap();
+    assert_eq!(
+        fs::read(m.view("f")).unwrap(),
+        b"durable",
+        "after {writes} writes"
+    );
+    fs::write(m.view("g"), b"still works").unwrap();
+    assert_eq!(fs::read(m.view("g")).unwrap(), b"still works");
+}
