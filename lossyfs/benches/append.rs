@@ -1,14 +1,14 @@
 //! Cost of lossyfs on sequential appends: the same writes to a file in the backing directory
 //! and to a file through the mount, with and without periodic fsync, and the broker's own
-//! partition log appending small batches on each.
+//! partition log appending small batches on each; and sequential reads of a durable file.
 //!
 //! Run: `cargo bench -p tidewater-lossyfs --bench append` (needs /dev/fuse and root).
 //! Knobs: `TIDEWATER_BENCH_MIB` (data per scenario, default 64), `TIDEWATER_BENCH_RUNS`
 //! (runs per scenario, median reported, default 3). Without `--bench` (as under
 //! `cargo test --benches`) it runs 1 MiB once as a smoke test.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -73,6 +73,34 @@ fn append_file(dir: &Path, total_bytes: usize, scenario: FileScenario) -> Durati
     }
     let elapsed = start.elapsed();
     drop(file);
+    fs::remove_file(&path).unwrap();
+    elapsed
+}
+
+/// Sequential reads of a `total`-byte durable file in 128 KiB reads (page cache warm).
+fn read_file(dir: &Path, total_bytes: usize, sync: impl Fn()) -> Duration {
+    let path = dir.join("bench.read");
+    let mut file = File::create(&path).unwrap();
+    let chunk = vec![0x33u8; 1 << 20];
+    for _ in 0..total_bytes >> 20 {
+        file.write_all(&chunk).unwrap();
+    }
+    file.sync_all().unwrap();
+    drop(file);
+    sync();
+    let mut buf = vec![0u8; 128 << 10];
+    let start = Instant::now();
+    let mut file = File::open(&path).unwrap();
+    let mut read = 0;
+    loop {
+        let n = file.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        read += n;
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(read, total_bytes);
     fs::remove_file(&path).unwrap();
     elapsed
 }
@@ -161,6 +189,26 @@ fn main() {
         );
         report(scenario.name, total_bytes, direct, total_bytes, lossy);
     }
+    let direct = median(
+        (0..runs)
+            .map(|_| read_file(&backing, total_bytes, || {}))
+            .collect(),
+    );
+    let lossy = median(
+        (0..runs)
+            .map(|_| {
+                // Durable first (file and directory), so reads come from the backing file.
+                read_file(&mnt, total_bytes, || handle.sync_all().unwrap())
+            })
+            .collect(),
+    );
+    report(
+        "read 128 KiB (durable)",
+        total_bytes,
+        direct,
+        total_bytes,
+        lossy,
+    );
     let mut direct = Vec::new();
     let mut lossy = Vec::new();
     let mut size = (0, 0);
