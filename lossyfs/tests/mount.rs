@@ -158,10 +158,13 @@ fn the_binary_serves_a_mount_that_another_process_drives() {
 #[test]
 fn losses_while_another_thread_writes_neither_hang_nor_break_the_mount() {
     let m = mount(|b| fs::write(b.join("f"), b"durable").unwrap());
-    let path = m.view("f");
+    // Opened before any loss: a path lookup racing a loss may itself fail with ESTALE.
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .open(m.view("f"))
+        .unwrap();
     let writer = std::thread::spawn(move || {
         // Appends until the file handle goes stale under a loss (bounded either way).
-        let mut file = fs::OpenOptions::new().append(true).open(&path).unwrap();
         for i in 0..20_000u32 {
             if file.write_all(&i.to_le_bytes()).is_err() {
                 return i;
