@@ -103,6 +103,16 @@ async fn partition_state(view: &HttpView) -> Result<PartitionState, String> {
         .ok_or_else(|| "no metadata for t0/0".to_string())
 }
 
+/// The broker that leads t0/0 now, asked again at every call: leadership may move at any
+/// time (after a restart it moved three times within 200 ms), so a client that cached the
+/// leader would keep asking a broker that answers `NOT_LEADER_OR_FOLLOWER`.
+async fn current_leader(view: &HttpView) -> Result<String, String> {
+    partition_state(view)
+        .await?
+        .leader
+        .ok_or_else(|| "t0/0 has no leader".to_string())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_brokers_pause_lose_leadership_when_isolated_and_restart_with_their_data() {
     if !sys::is_root() {
@@ -156,24 +166,28 @@ async fn real_brokers_pause_lose_leadership_when_isolated_and_restart_with_their
         }
     })
     .await;
-    let state = settle(&api, "t0/0 fully in sync", || async {
+    let fully_in_sync = || async {
         let s = partition_state(&view).await?;
         match (&s.leader, s.isr.len()) {
             (Some(_), 3) => Ok(s),
             _ => Err(format!("{s:?}")),
         }
-    })
-    .await;
-    let leader = state.leader.clone().unwrap();
+    };
+    settle(&api, "t0/0 fully in sync", fully_in_sync).await;
     for value in 0..RECORDS {
         let body = json!({"acks": "all", "timeout_ms": 5000, "records": [{"key": null, "value": value.to_string()}]});
-        settle(&api, "produce", || {
+        settle(&api, "produce", || async {
+            let leader = current_leader(&view).await?;
             api.post(&leader, "/v1/topics/t0/partitions/0/records", &body)
+                .await
         })
         .await;
     }
 
     // A paused broker does not answer; resumed, it does.
+    // Leadership may have moved while producing: take the leader and ISR as they are now.
+    let state = settle(&api, "t0/0 fully in sync", fully_in_sync).await;
+    let leader = state.leader.clone().unwrap();
     let follower = state.isr.iter().find(|n| **n != leader).unwrap().clone();
     cluster.pause(&follower).unwrap();
     let silent = api.get(&follower, "/v1/metadata").await;
@@ -212,23 +226,21 @@ async fn real_brokers_pause_lose_leadership_when_isolated_and_restart_with_their
         cluster.kill(&node).unwrap();
     }
     cluster.start_all().unwrap();
-    let leader = settle(&api, "a leader after the restart", || async {
-        partition_state(&view)
-            .await?
-            .leader
-            .ok_or_else(|| "no leader".to_string())
-    })
-    .await;
     let values = settle(&api, "records read back", || async {
+        let leader = current_leader(&view).await?;
         let body = api
             .get(&leader, "/v1/topics/t0/partitions/0/records?offset=0")
             .await?;
-        let values: Vec<String> = body["records"]
-            .as_array()
-            .ok_or("no records")?
-            .iter()
-            .filter_map(|r| r["value"].as_str().map(String::from))
-            .collect();
+        // A produce retried after a lost answer may have been appended twice; each value
+        // counts once, at its first offset.
+        let mut values: Vec<String> = Vec::new();
+        for record in body["records"].as_array().ok_or("no records")? {
+            if let Some(v) = record["value"].as_str() {
+                if !values.iter().any(|seen| seen == v) {
+                    values.push(v.to_string());
+                }
+            }
+        }
         if values.len() as u64 >= RECORDS {
             Ok(values)
         } else {
