@@ -443,7 +443,7 @@ mod tests {
             cell("b", 5, 0.60, 20.0, "held"),
             cell("gone", 0, 1.0, 1.0, "held"),
         ];
-        let now = vec![
+        let now = [
             // Lost more, availability down 10 points, p99 doubled by 20 ms, failed.
             cell("a", 3, 0.80, 40.0, "failed"),
             // Lost fewer, availability up 2 points (no change), p99 up 40% (no change).
