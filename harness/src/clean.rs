@@ -22,6 +22,8 @@ pub struct CleanReport {
     pub namespaces: usize,
     /// Links (veths, bridges) deleted.
     pub links: usize,
+    /// Lossy filesystems detached.
+    pub mounts: usize,
 }
 
 /// Cleans every record in the default registry, `/run/tidewater`.
@@ -59,6 +61,7 @@ fn clean_record(record: &RunState, dir: &Path, report: &mut CleanReport) -> Resu
     report.processes += removed.processes;
     report.namespaces += removed.namespaces;
     report.links += removed.links;
+    report.mounts += removed.mounts;
     Ok(())
 }
 

@@ -135,6 +135,11 @@ pub struct RunArgs {
     /// Print plain log lines instead of a progress bar, even on a terminal.
     #[arg(long)]
     pub plain: bool,
+    /// Mount a lossy filesystem (lossyfs) over every node's data directory, so unsynced
+    /// writes can be lost. On by default when the plan or --nemesis cuts power; local
+    /// clusters only.
+    #[arg(long)]
+    pub lossy_fs: bool,
 }
 
 /// `tidewater check`.
@@ -290,6 +295,7 @@ impl RunArgs {
             replay_of: None,
             matrix_cell: None,
             harness_defaults: Vec::new(),
+            lossy_fs: self.lossy_fs,
         };
         config.validate()?;
         Ok(config)
@@ -349,6 +355,7 @@ fn local_cluster(subnet: Option<String>) -> ClusterFactory {
             NodeProgram::Broker { binary, settings },
         );
         spec.brokers = config.nodes;
+        spec.lossy_fs = config.lossy_fs || runner::faults::cuts_power(config);
         if let Some(s) = &subnet {
             spec.subnet = LocalSpec::parse_subnet(s).map_err(|e| e.to_string())?;
         }
@@ -452,6 +459,14 @@ impl RunTarget {
             crate::cluster::local::LocalSpec::parse_subnet(subnet).map_err(|e| e.to_string())?;
         }
         if let Some(file) = &self.cluster {
+            if config.lossy_fs || runner::faults::cuts_power(config) {
+                return Err(format!(
+                    "power-loss and --lossy-fs are local-only for now: the ssh cluster of {} \
+                     has no lossy filesystem under its brokers' data (see docs/ssh.md); run \
+                     without --cluster, or pick faults without power-loss",
+                    file.display()
+                ));
+            }
             let brokers = crate::cluster_file::brokers_in(file)
                 .map_err(|e| format!("cluster file {}: {e}", file.display()))?;
             if brokers != config.nodes {
@@ -1005,11 +1020,12 @@ fn clean_command(args: &CleanArgs) -> i32 {
     match crate::clean::clean_all() {
         Ok(report) => {
             println!(
-                "cleaned {} run(s): {} process(es), {} namespace(s), {} link(s) removed",
+                "cleaned {} run(s): {} process(es), {} namespace(s), {} link(s), {} lossy mount(s) removed",
                 report.runs.len(),
                 report.processes,
                 report.namespaces,
-                report.links
+                report.links,
+                report.mounts
             );
             if !report.live.is_empty() {
                 println!("skipped live run(s): {}", report.live.join(", "));

@@ -24,6 +24,8 @@ pub enum FaultKind {
     Pause,
     /// Network partition.
     Partition,
+    /// Power loss: processes killed and their unsynced writes discarded.
+    PowerLoss,
     /// Any other `start-X` / `stop-X` pair (named `X`).
     Other(String),
 }
@@ -35,6 +37,7 @@ impl FaultKind {
             "kill" => FaultKind::Kill,
             "pause" => FaultKind::Pause,
             "partition" => FaultKind::Partition,
+            "power-loss" => FaultKind::PowerLoss,
             other => FaultKind::Other(other.to_string()),
         }
     }
@@ -45,18 +48,20 @@ impl FaultKind {
             FaultKind::Kill => "kill",
             FaultKind::Pause => "pause",
             FaultKind::Partition => "partition",
+            FaultKind::PowerLoss => "power-loss",
             FaultKind::Other(name) => name,
         }
     }
 
     /// The band colour, from the Okabe-Ito palette (told apart with any colour vision):
-    /// reddish purple, yellow, sky blue; grey for others. Data is drawn in stronger colours
+    /// reddish purple, yellow, sky blue, vermillion for power loss; grey for others. Data is drawn in stronger colours
     /// on top of these light bands.
     pub fn rgb(&self) -> (u8, u8, u8) {
         match self {
             FaultKind::Kill => (204, 121, 167),
             FaultKind::Pause => (240, 228, 66),
             FaultKind::Partition => (86, 180, 233),
+            FaultKind::PowerLoss => (213, 94, 0),
             FaultKind::Other(_) => (150, 150, 150),
         }
     }

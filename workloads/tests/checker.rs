@@ -1156,3 +1156,125 @@ fn a_consumer_reset_after_a_loss_is_explained_by_the_loss() {
     let e = &h.check().anomalies["nonmonotonic-poll"].examples[0];
     assert!(e.get("after_loss").is_none(), "{e}");
 }
+
+/// Five acknowledged records, then the nemesis's `ops` (f, nodes), then a final read that
+/// lost offset 1: the lost write is judged against the power losses.
+fn lost_after_power_loss(ops: &[(&str, Value)], settings: CheckSettings) -> CheckResults {
+    let mut h = five_records();
+    for (f, nodes) in ops {
+        nemesis(&mut h, f, nodes.clone(), None);
+    }
+    h.final_read(&[(0, 10), (2, 12), (3, 13), (4, 14)], 5);
+    h.check_with(settings)
+}
+
+fn min_isr(n: u32) -> CheckSettings {
+    CheckSettings {
+        min_insync_replicas: n,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_power_loss_of_min_insync_brokers_at_once_permits_losing_acks_all_writes() {
+    let r = lost_after_power_loss(
+        &[
+            ("start-power-loss", json!(["n1"])),
+            ("stop-power-loss", json!(["n1"])),
+        ],
+        min_isr(1),
+    );
+    let lost = &r.anomalies["lost-write"];
+    assert_eq!((lost.count, lost.breaks_promise), (1, false));
+    assert!(lost.note.contains("power was lost"), "{}", lost.note);
+    assert_eq!(
+        r.valid,
+        Validity::Invalid,
+        "a loss is a fact whatever the promise"
+    );
+    assert_eq!(r.promise, Promise::Kept, "{}", r.promise_reason);
+    // Two brokers down at once with min.insync.replicas=2: permitted too.
+    let r = lost_after_power_loss(
+        &[
+            ("start-power-loss", json!(["n1"])),
+            ("start-power-loss", json!(["n2"])),
+            ("stop-power-loss", json!(["n1", "n2"])),
+        ],
+        min_isr(2),
+    );
+    assert_eq!(r.promise, Promise::Kept, "{}", r.promise_reason);
+}
+
+#[test]
+fn near_misses_of_a_permitted_power_loss_break_the_promise() {
+    let broken = |ops: &[(&str, Value)], settings: CheckSettings, why: &str| {
+        let r = lost_after_power_loss(ops, settings);
+        assert_eq!(r.promise, Promise::Broken, "{why}: {}", r.promise_reason);
+        assert!(r.anomalies["lost-write"].breaks_promise, "{why}");
+        assert_eq!(r.valid, Validity::Invalid, "{why}");
+    };
+    // One broker short of min.insync.replicas=2.
+    broken(
+        &[
+            ("start-power-loss", json!(["n1"])),
+            ("stop-power-loss", json!(["n1"])),
+        ],
+        min_isr(2),
+        "one of two",
+    );
+    // Two power losses that never overlap: n1 is booted before n2 loses power.
+    broken(
+        &[
+            ("start-power-loss", json!(["n1"])),
+            ("stop-power-loss", json!(["n1"])),
+            ("start-power-loss", json!(["n2"])),
+            ("stop-power-loss", json!(["n2"])),
+        ],
+        min_isr(2),
+        "two in turn",
+    );
+    // The controller holds no records: c1 and n1 at once are one broker.
+    broken(
+        &[
+            ("start-power-loss", json!(["c1", "n1"])),
+            ("stop-power-loss", json!(["c1", "n1"])),
+        ],
+        min_isr(2),
+        "controller and one broker",
+    );
+    // Two brokers killed (SIGKILL only: the page cache survives) are no power loss.
+    broken(
+        &[
+            ("start-kill", json!(["n1", "n2"])),
+            ("stop-kill", json!(["n1", "n2"])),
+        ],
+        min_isr(2),
+        "kill is not power loss",
+    );
+    // Every broker lost power, but flush.messages=1 fsynced every record before its ack.
+    let flushed = CheckSettings {
+        flush_messages: Some(1),
+        ..min_isr(2)
+    };
+    broken(
+        &[
+            ("start-power-loss", json!(["n1", "n2", "n3"])),
+            ("stop-power-loss", json!(["n1", "n2", "n3"])),
+        ],
+        flushed,
+        "flush.messages=1",
+    );
+}
+
+#[test]
+fn flush_messages_comes_from_its_kafka_names() {
+    let configs = |k: &str, v: &str| BTreeMap::from([(k.to_string(), v.to_string())]);
+    let s = CheckSettings::from_kafka_configs("all", &configs("flush.messages", "1")).unwrap();
+    assert_eq!(s.flush_messages, Some(1));
+    let s = CheckSettings::from_kafka_configs("all", &configs("log.flush.interval.messages", "5"))
+        .unwrap();
+    assert_eq!(s.flush_messages, Some(5));
+    let s = CheckSettings::from_kafka_configs("all", &BTreeMap::new()).unwrap();
+    assert_eq!(s.flush_messages, None);
+    assert!(CheckSettings::from_kafka_configs("all", &configs("flush.messages", "x")).is_err());
+}

@@ -145,6 +145,8 @@ pub enum Error {
     },
     /// The operation does not apply to the node's current state (e.g. start a running node).
     State(String),
+    /// The backend cannot do this (e.g. power loss without a lossy filesystem).
+    Unsupported(String),
 }
 
 impl Error {
@@ -175,7 +177,7 @@ impl fmt::Display for Error {
                 write!(f, "`{command}` failed with {status}: {}", stderr.trim())
             }
             Error::Io { context, source } => write!(f, "{context}: {source}"),
-            Error::State(m) => f.write_str(m),
+            Error::State(m) | Error::Unsupported(m) => f.write_str(m),
         }
     }
 }
@@ -214,6 +216,17 @@ pub trait Cluster: Send + Sync {
 
     /// Thaws a paused node with SIGCONT.
     fn resume(&self, node: &str) -> Result<()>;
+
+    /// Cuts the node's power: SIGKILL its process, then discard every write it had not made
+    /// durable (fsync), as a power loss would. [`Cluster::start`] later boots it on what is
+    /// left. Only backends that keep node data on a lossy filesystem can do this; the others
+    /// refuse with [`Error::Unsupported`].
+    fn power_loss(&self, node: &str) -> Result<()> {
+        self.node(node)?;
+        Err(Error::Unsupported(
+            "power-loss: this cluster keeps no node data on a lossy filesystem".into(),
+        ))
+    }
 
     /// Stops, then starts the node, keeping its data.
     fn restart(&self, node: &str) -> Result<()> {

@@ -10,7 +10,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -35,6 +35,9 @@ pub struct Nemesis {
     rng: StdRng,
     /// Nodes bound by `bind = "name"`, for `@name` targets.
     bindings: BTreeMap<String, Vec<String>>,
+    /// Nodes whose power is cut and that have not been started since: their start ends a
+    /// `power-loss` window (`stop-power-loss`), not a `kill` one.
+    powered_off: BTreeSet<String>,
 }
 
 impl Nemesis {
@@ -51,6 +54,7 @@ impl Nemesis {
             recorder,
             rng: StdRng::seed_from_u64(seed ^ SEED_SALT),
             bindings: BTreeMap::new(),
+            powered_off: BTreeSet::new(),
         }
     }
 
@@ -119,9 +123,7 @@ impl Nemesis {
             .await
             .unwrap_or_default();
         if !down.is_empty() {
-            let e = self.each(&down, |c, n| c.start(n)).await;
-            self.record("stop-kill", json!(down), e.clone());
-            errors.extend(e);
+            errors.extend(self.start_nodes(&down).await.err());
         }
         if errors.is_empty() {
             Ok(())
@@ -194,10 +196,17 @@ impl Nemesis {
             }
             Action::Kill => self.on_nodes("start-kill", &nodes, |c, n| c.kill(n)).await,
             Action::Stop => self.on_nodes("start-kill", &nodes, |c, n| c.stop(n)).await,
-            Action::Start => self.on_nodes("stop-kill", &nodes, |c, n| c.start(n)).await,
+            Action::PowerLoss => {
+                let r = self
+                    .on_nodes("start-power-loss", &nodes, |c, n| c.power_loss(n))
+                    .await;
+                self.powered_off.extend(nodes.iter().cloned());
+                r
+            }
+            Action::Start => self.start_nodes(&nodes).await,
             Action::Restart => {
                 let stopped = self.on_nodes("start-kill", &nodes, |c, n| c.stop(n)).await;
-                let started = self.on_nodes("stop-kill", &nodes, |c, n| c.start(n)).await;
+                let started = self.start_nodes(&nodes).await;
                 stopped.and(started)
             }
             Action::Pause => {
@@ -262,6 +271,30 @@ impl Nemesis {
         let error = self.each(nodes, op).await;
         self.record(f, json!(nodes), error.clone());
         error.map_or(Ok(()), Err)
+    }
+
+    /// Starts the nodes: those whose power was cut end a `power-loss` window, the others a
+    /// `kill` window.
+    async fn start_nodes(&mut self, nodes: &[String]) -> Result<(), String> {
+        let (powered, killed): (Vec<String>, Vec<String>) = nodes
+            .iter()
+            .cloned()
+            .partition(|n| self.powered_off.contains(n));
+        let mut result = Ok(());
+        if !powered.is_empty() {
+            let r = self
+                .on_nodes("stop-power-loss", &powered, |c, n| c.start(n))
+                .await;
+            for n in &powered {
+                self.powered_off.remove(n);
+            }
+            result = result.and(r);
+        }
+        if !killed.is_empty() {
+            let r = self.on_nodes("stop-kill", &killed, |c, n| c.start(n)).await;
+            result = result.and(r);
+        }
+        result
     }
 
     async fn partition(&self, grudge: Grudge) -> Result<(), String> {
@@ -431,6 +464,7 @@ fn op_name(action: Action) -> &'static str {
         Action::Isolate | Action::Partition | Action::Cut | Action::CutClients => "start-partition",
         Action::Heal => "stop-partition",
         Action::Kill | Action::Stop | Action::Restart => "start-kill",
+        Action::PowerLoss => "start-power-loss",
         Action::Start => "stop-kill",
         Action::Pause => "start-pause",
         Action::Resume => "stop-pause",

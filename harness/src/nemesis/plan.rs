@@ -61,6 +61,14 @@ pub const BUILTIN_PLANS: &[(&str, &str)] = &[
         "cut-clients-leader",
         include_str!("../../plans/cut-clients-leader.toml"),
     ),
+    (
+        "power-loss-leader",
+        include_str!("../../plans/power-loss-leader.toml"),
+    ),
+    (
+        "power-loss-cluster",
+        include_str!("../../plans/power-loss-cluster.toml"),
+    ),
 ];
 
 /// What a step does.
@@ -79,6 +87,9 @@ pub enum Action {
     Heal,
     /// SIGKILL the target nodes.
     Kill,
+    /// Cut the target nodes' power: SIGKILL, then lose every write they had not fsynced
+    /// (needs a lossy filesystem under their data). `start` boots them on what is left.
+    PowerLoss,
     /// Stop the target nodes gracefully (SIGTERM, SIGKILL after a bound).
     Stop,
     /// Start the target nodes (those not running).
@@ -109,6 +120,7 @@ impl Action {
             Action::CutClients => "cut-clients",
             Action::Heal => "heal",
             Action::Kill => "kill",
+            Action::PowerLoss => "power-loss",
             Action::Stop => "stop",
             Action::Start => "start",
             Action::Restart => "restart",

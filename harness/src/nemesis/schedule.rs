@@ -57,6 +57,10 @@ pub enum Fault {
     Pause,
     /// Network partitions, healed afterwards.
     Partition,
+    /// Power loss (SIGKILL and loss of unsynced writes), nodes booted again afterwards. Not
+    /// in the default list: it needs a lossy filesystem under the nodes' data.
+    #[serde(rename = "power-loss")]
+    PowerLoss,
 }
 
 impl Fault {
@@ -66,6 +70,7 @@ impl Fault {
             Fault::Kill => "kill",
             Fault::Pause => "pause",
             Fault::Partition => "partition",
+            Fault::PowerLoss => "power-loss",
         }
     }
 }
@@ -112,6 +117,12 @@ pub enum FaultKind {
     /// Restart every broker in turn (graceful stop, start), each after the key's ISR is full
     /// again, as an operator's rolling upgrade would.
     RollingRestart,
+    /// Cut the leader's power (its unsynced writes are lost), boot it after a failover.
+    PowerLossLeader,
+    /// Cut one random broker's power.
+    PowerLossOne,
+    /// Cut every broker's power at once: only what was fsynced survives.
+    PowerLossAll,
 }
 
 /// What the schedule knows about a kind: its name, the families it needs, its weight.
@@ -177,6 +188,24 @@ const KINDS: &[KindInfo] = &[
         FaultKind::RollingRestart,
         "rolling-restart",
         &[Fault::Kill],
+        1,
+    ),
+    kind(
+        FaultKind::PowerLossLeader,
+        "power-loss-leader",
+        &[Fault::PowerLoss],
+        3,
+    ),
+    kind(
+        FaultKind::PowerLossOne,
+        "power-loss-one",
+        &[Fault::PowerLoss],
+        1,
+    ),
+    kind(
+        FaultKind::PowerLossAll,
+        "power-loss-all",
+        &[Fault::PowerLoss],
         1,
     ),
 ];
@@ -276,12 +305,13 @@ pub fn parse_faults(s: &str) -> Result<Vec<FaultKind>, PlanError> {
             "kill" => families.push(Fault::Kill),
             "pause" => families.push(Fault::Pause),
             "partition" => families.push(Fault::Partition),
+            "power-loss" => families.push(Fault::PowerLoss),
             other => match KINDS.iter().find(|k| k.name == other) {
                 Some(k) => named.push(k.kind),
                 None => {
                     let names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
                     return Err(PlanError(format!(
-                        "--nemesis {other:?}: expected kill, pause, partition, a fault kind ({}) \
+                        "--nemesis {other:?}: expected kill, pause, partition, power-loss, a fault kind ({}) \
                          (comma-separated) or none",
                         names.join(", ")
                     )));
@@ -561,6 +591,19 @@ impl Draw<'_> {
                 self.node_fault(Action::Kill, Action::Start, target, bind, length)
             }
             FaultKind::RollingRestart => self.rolling_restart(rng, bind),
+            FaultKind::PowerLossLeader => {
+                let length = self.failover(rng, 1.0, 2.5);
+                self.node_fault(Action::PowerLoss, Action::Start, leader, bind, length)
+            }
+            FaultKind::PowerLossOne => {
+                let length = self.failover(rng, 1.0, 2.5);
+                let target = self.random_brokers(rng, 1);
+                self.node_fault(Action::PowerLoss, Action::Start, target, bind, length)
+            }
+            FaultKind::PowerLossAll => {
+                let length = self.failover(rng, 0.5, 1.5);
+                self.node_fault(Action::PowerLoss, Action::Start, "all".into(), bind, length)
+            }
         }
     }
 

@@ -89,6 +89,10 @@ pub struct RunConfig {
     /// than the user, so the report can tell them apart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub harness_defaults: Vec<String>,
+    /// Mount a lossy filesystem over every node's data directory even when no fault cuts
+    /// power (to measure its cost); runs that cut power get one anyway.
+    #[serde(default)]
+    pub lossy_fs: bool,
 }
 
 /// Broker settings the harness gives every run that does not set them itself: timeouts
@@ -220,6 +224,9 @@ impl RunConfig {
         );
         if self.workload != "queue" {
             cmd.push_str(&format!(" --workload {}", self.workload));
+        }
+        if self.lossy_fs {
+            cmd.push_str(" --lossy-fs");
         }
         match &self.plan {
             Some(plan) => cmd.push_str(&format!(" --plan {plan}")),

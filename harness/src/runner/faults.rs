@@ -85,6 +85,14 @@ pub fn requested_faults(config: &RunConfig) -> Vec<String> {
     kinds
 }
 
+/// Whether the run cuts nodes' power: its resolved schedule has a `power-loss` step, or its
+/// `--nemesis` names the family or a kind of it. Such a run needs a lossy filesystem under
+/// the nodes' data (local clusters only).
+pub fn cuts_power(config: &RunConfig) -> bool {
+    scheduled_faults(config).iter().any(|k| k == "power-loss")
+        || (config.plan.is_none() && config.nemesis.iter().any(|k| k.starts_with("power-loss")))
+}
+
 /// The fault kinds the resolved schedule of a run starts.
 fn scheduled_faults(config: &RunConfig) -> Vec<String> {
     let Ok(plan) = serde_json::from_value::<FaultPlan>(config.schedule.clone()) else {

@@ -49,6 +49,9 @@ pub struct FaultTracker {
     failed: u64,
     /// Time of the last op seen, ns.
     last_ns: u64,
+    /// The most broker nodes under one fault kind at once (a node is under `power-loss` from
+    /// its `start-power-loss` until the `stop-power-loss` that boots it).
+    most_at_once: BTreeMap<String, usize>,
 }
 
 /// The nodes a nemesis op's value names: a list of node names, or a grudge (node -> nodes it
@@ -79,6 +82,12 @@ fn nodes_of(value: &Value) -> Vec<String> {
     nodes.sort();
     nodes.dedup();
     nodes
+}
+
+/// Whether a node name is the controller's (`c1`, as the harness names it).
+fn is_controller(node: &str) -> bool {
+    node.strip_prefix('c')
+        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Whether `error` (the nodes' errors joined, each `"node: message"`) names `node`.
@@ -133,6 +142,19 @@ impl FaultTracker {
                 .entry((kind.to_string(), node))
                 .or_insert((op.time, op.index));
         }
+        // The controller (`c1`) holds no records, so only brokers count.
+        let brokers = self
+            .open
+            .keys()
+            .filter(|(k, n)| k == kind && !is_controller(n))
+            .count();
+        let most = self.most_at_once.entry(kind.to_string()).or_default();
+        *most = (*most).max(brokers);
+    }
+
+    /// The most broker nodes that were under fault `kind` at the same time (0 if none).
+    pub fn most_at_once(&self, kind: &str) -> usize {
+        self.most_at_once.get(kind).copied().unwrap_or(0)
     }
 
     fn stop(&mut self, kind: &str, nodes: Option<&Vec<String>>, time_ns: u64) {

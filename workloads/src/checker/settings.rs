@@ -98,6 +98,14 @@ pub struct CheckSettings {
     /// The floor of a run that tested something: every partition written to must have at
     /// least this many acknowledged writes, or the verdict is `unknown`.
     pub min_acked_per_key: u64,
+    /// `flush.messages`: the brokers fsync after this many appended records (`None`: never,
+    /// Kafka's default). With 1, every acknowledged record is on disk on every holder.
+    pub flush_messages: Option<u64>,
+    /// The most brokers whose power was cut at the same time (down from `start-power-loss`
+    /// until their `stop-power-loss`), from the history's fault windows; filled in by the
+    /// checker. A power loss of at least `min.insync.replicas` brokers at once may take every
+    /// copy of a record acknowledged with acks=all, unless each copy was fsynced.
+    pub power_lost_at_once: u32,
     /// The fault kinds the run asked for (`kill`, `pause`, `partition`, ...). When not empty
     /// and the history shows none of them injected, the run tested nothing under faults and
     /// the verdict is `unknown`. Empty for a bare history: then faults are not judged.
@@ -119,6 +127,8 @@ impl Default for CheckSettings {
             atomic_send_batches: false,
             examples_max: 10,
             min_acked_per_key: 1,
+            flush_messages: None,
+            power_lost_at_once: 0,
             faults_requested: Vec::new(),
         }
     }
@@ -127,7 +137,8 @@ impl Default for CheckSettings {
 impl CheckSettings {
     /// Builds settings from the producer's `acks` and the run's Kafka-style configs, by their
     /// names: `min.insync.replicas`, `replication.factor` (or `default.replication.factor`),
-    /// `unclean.leader.election.enable`, `tidewater.unsafe.truncate.to.hw.enable` and
+    /// `unclean.leader.election.enable`, `flush.messages` (or `log.flush.interval.messages`),
+    /// `tidewater.unsafe.truncate.to.hw.enable` and
     /// `tidewater.unsafe.serve.lagging.hw.enable`. Other names are ignored; a known name
     /// with a bad value is an error.
     pub fn from_kafka_configs(
@@ -164,6 +175,19 @@ impl CheckSettings {
         if let Some(n) = number("replication.factor")?.or(number("default.replication.factor")?) {
             s.replication_factor = n;
         }
+        let count = |name: &str| -> Result<Option<u64>, String> {
+            configs
+                .get(name)
+                .map(|v| {
+                    v.trim()
+                        .parse()
+                        .map_err(|_| format!("{name} must be a number, got {v:?}"))
+                })
+                .transpose()
+        };
+        s.flush_messages = count("flush.messages")?
+            .or(count("log.flush.interval.messages")?)
+            .filter(|n| *n != u64::MAX);
         if let Some(b) = flag("unclean.leader.election.enable")? {
             s.unclean_leader_election_enable = b;
         }
@@ -208,6 +232,15 @@ impl CheckSettings {
         if self.serve_lagging_hw {
             parts.push("lagging high watermark served".into());
         }
+        if let Some(n) = self.flush_messages {
+            parts.push(format!("flush.messages={n}"));
+        }
+        if self.power_lost_at_once > 0 {
+            parts.push(format!(
+                "power lost on {} broker(s) at once",
+                self.power_lost_at_once
+            ));
+        }
         parts.join(", ")
     }
 
@@ -232,7 +265,21 @@ impl CheckSettings {
                 "truncation to the high watermark (pre-KIP-101) can discard records below the leader's high watermark",
             );
         }
+        if self.power_loss_permits_loss() {
+            reasons.push(
+                "power was lost on at least min.insync.replicas brokers at once without flush.messages=1, which can take every copy of a record acknowledged with acks=all",
+            );
+        }
         reasons
+    }
+
+    /// Whether the run's power losses may legitimately lose acknowledged records: at least
+    /// `min.insync.replicas` brokers lost power at once (an acks=all record may have had no
+    /// other holder), and the brokers did not fsync every record (`flush.messages` is not 1).
+    pub fn power_loss_permits_loss(&self) -> bool {
+        self.power_lost_at_once > 0
+            && self.power_lost_at_once >= self.min_insync_replicas
+            && self.flush_messages != Some(1)
     }
 
     /// The reasons that records below an acknowledged high watermark may be discarded (the
@@ -268,7 +315,7 @@ impl CheckSettings {
                 Judgement {
                     breaks_promise: true,
                     note: format!(
-                        "{what} is forbidden with acks=all, unclean election off and no unsafe switches"
+                        "{what} is forbidden with acks=all, unclean election off, no unsafe switches and no power loss of min.insync.replicas brokers at once (or flush.messages=1)"
                     ),
                 }
             } else {

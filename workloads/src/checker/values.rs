@@ -93,6 +93,9 @@ pub(super) fn finish(mut c: Checker) -> CheckResults {
     // (or one whose runner gave up reading) cannot show what the log held at the end.
     let final_completed = c.settings.final_reads_completed && c.counters.final_ok > 0;
     c.settings.final_reads_completed = final_completed;
+    // The promise under power loss depends on how many brokers were down at once.
+    c.settings.power_lost_at_once =
+        u32::try_from(c.faults.most_at_once("power-loss")).unwrap_or(u32::MAX);
     let (mut instances, counts, gone_by_key) = value_pass(&c, final_completed);
     resolve_gaps(&c, &mut instances);
     instances.sort();

@@ -10,7 +10,10 @@
 //! | broker `nK` | namespace `tw-ab12-nK`, veth `twab12nK` | 10.77.0.(10+K) |
 //!
 //! Processes run inside their namespace with data in `RUN_DIR/nodes/<node>/data` and output in
-//! `RUN_DIR/nodes/<node>/broker.log`. Everything created is first recorded in a run record
+//! `RUN_DIR/nodes/<node>/broker.log`. With [`LocalSpec::lossy_fs`], each `data` directory is a
+//! lossyfs mount (the `tidewater-lossyfs` crate) over `RUN_DIR/nodes/<node>/data.durable`,
+//! which holds exactly what the node made durable; [`Cluster::power_loss`] kills the node and
+//! discards the rest. Everything created is first recorded in a run record
 //! (see [`state`]) so `tidewater clean` can remove it after a killed harness. Dropping the
 //! cluster tears it down; see [`guard`] for signals.
 
@@ -31,6 +34,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tidewater_lossyfs::{LossyFs, Mode, MountHandle};
+
+/// Name of the directory beside a node's `data` that backs its lossy filesystem.
+pub const DURABLE_DIR_NAME: &str = "data.durable";
 
 /// The environment variable naming the broker binary to run.
 pub const BROKER_BIN_ENV: &str = "TIDEWATER_BROKER_BIN";
@@ -99,6 +106,8 @@ pub struct LocalSpec {
     pub net_method: Option<Method>,
     /// Where run records go (default [`state::DEFAULT_STATE_DIR`]).
     pub state_dir: PathBuf,
+    /// Mount a lossy filesystem over every node's data directory, so nodes can lose power.
+    pub lossy_fs: bool,
 }
 
 impl LocalSpec {
@@ -119,6 +128,7 @@ impl LocalSpec {
             stop_timeout_ms: 5_000,
             net_method: None,
             state_dir: PathBuf::from(state::DEFAULT_STATE_DIR),
+            lossy_fs: false,
         }
     }
 
@@ -314,6 +324,9 @@ pub(crate) struct Inner {
     /// Each node's process, if started; one lock per node so a slow stop of one node does not
     /// block control of the others.
     procs: BTreeMap<String, Mutex<Option<NodeProcess>>>,
+    /// Each node's lossy filesystem over its data directory, when the spec asks for them;
+    /// `None` once unmounted. Held while a node's power is cut, so a wipe cannot interleave.
+    mounts: BTreeMap<String, Mutex<Option<MountHandle>>>,
     /// What was created, mirrored in the run record.
     state: Mutex<RunState>,
     /// Network faults; `None` only while being built.
@@ -396,6 +409,48 @@ impl Inner {
         Ok(())
     }
 
+    /// Mounts a lossy filesystem over every node's data directory (recorded first, so
+    /// `tidewater clean` can detach it if the harness dies).
+    fn mount_lossy_filesystems(&mut self) -> Result<()> {
+        for node in self.nodes.clone() {
+            let dir = self.node_dir(&node.name);
+            let (data, durable) = (dir.join("data"), dir.join(DURABLE_DIR_NAME));
+            std::fs::create_dir_all(&durable)
+                .map_err(|e| Error::io(format!("create {}", durable.display()), e))?;
+            let mountpoint = data
+                .canonicalize()
+                .map_err(|e| Error::io(format!("resolve {}", data.display()), e))?;
+            self.record(|s| s.mounts.push(mountpoint.clone()))?;
+            let handle = LossyFs::mount(&durable, &mountpoint)
+                .map_err(|e| Error::io(format!("mount lossyfs at {}", data.display()), e))?;
+            self.mounts
+                .insert(node.name.clone(), Mutex::new(Some(handle)));
+        }
+        Ok(())
+    }
+
+    fn mount_slot(&self, node: &str) -> Option<std::sync::MutexGuard<'_, Option<MountHandle>>> {
+        self.mounts
+            .get(node)
+            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Makes what the stopped nodes wrote durable (the data directories are the run's
+    /// evidence), then unmounts every lossy filesystem.
+    fn unmount_lossy_filesystems(&self) -> Option<Error> {
+        let mut first_error = None;
+        for (node, slot) in &self.mounts {
+            let Some(handle) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+                continue;
+            };
+            let synced = handle.sync_all();
+            if let Err(e) = synced.and_then(|()| handle.unmount()) {
+                first_error.get_or_insert(Error::io(format!("unmount the lossyfs of {node}"), e));
+            }
+        }
+        first_error
+    }
+
     /// Heal, resume and stop every process, delete what was created. Runs once.
     fn teardown(&self) -> Result<()> {
         if self.torn_down.swap(true, Ordering::SeqCst) {
@@ -428,6 +483,9 @@ impl Inner {
                 .collect()
         });
         if let Some(e) = stopped.into_iter().find_map(|r| r.err()) {
+            first_error.get_or_insert(e);
+        }
+        if let Some(e) = self.unmount_lossy_filesystems() {
             first_error.get_or_insert(e);
         }
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -490,16 +548,21 @@ impl LocalCluster {
             run_dir: spec.run_dir.clone(),
             ..RunState::default()
         };
+        let lossy_fs = spec.lossy_fs;
         let mut inner = Inner {
             spec,
             nodes,
             procs,
+            mounts: BTreeMap::new(),
             state: Mutex::new(state),
             net: None,
             torn_down: AtomicBool::new(false),
         };
         // On error, dropping `inner` removes what was created.
         inner.create_network()?;
+        if lossy_fs {
+            inner.mount_lossy_filesystems()?;
+        }
         let shell = NetnsShell {
             namespaces: inner
                 .nodes
@@ -655,12 +718,39 @@ impl Cluster for LocalCluster {
         Ok(())
     }
 
+    fn power_loss(&self, node: &str) -> Result<()> {
+        self.node(node)?;
+        let mount = self.inner.mount_slot(node);
+        let Some(handle) = mount.as_ref().and_then(|m| m.as_ref()) else {
+            return Err(Error::Unsupported(format!(
+                "power-loss of {node}: its data directory is not on a lossy filesystem (run \
+                 with --lossy-fs)"
+            )));
+        };
+        // The process must be gone before its unsynced state is: a survivor would write on.
+        self.kill(node)?;
+        handle
+            .lose_unsynced(Mode::Clean)
+            .map(|_| ())
+            .map_err(|e| Error::io(format!("lose the unsynced data of {node}"), e))
+    }
+
     fn wipe(&self, node: &str) -> Result<()> {
         let mut slot = self.inner.proc_slot(node)?;
         if slot.as_mut().is_some_and(|p| p.is_alive()) {
             return Err(Error::State(format!("stop {node} before wiping its data")));
         }
         let data = self.inner.node_dir(node).join("data");
+        if let Some(mount) = self.inner.mount_slot(node) {
+            if let Some(handle) = mount.as_ref() {
+                // A mount point cannot be removed: empty it, and make the removal durable.
+                return wipe_contents(&data).and_then(|()| {
+                    handle
+                        .sync_all()
+                        .map_err(|e| Error::io(format!("sync {}", data.display()), e))
+                });
+            }
+        }
         match std::fs::remove_dir_all(&data) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -704,6 +794,24 @@ impl Cluster for LocalCluster {
     fn teardown(&self) -> Result<()> {
         self.inner.teardown()
     }
+}
+
+/// Removes everything inside `dir`, keeping `dir`.
+fn wipe_contents(dir: &Path) -> Result<()> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("list {}", dir.display()), e))?;
+    for entry in entries {
+        let path = entry
+            .map_err(|e| Error::io(format!("list {}", dir.display()), e))?
+            .path();
+        let removed = if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(|e| Error::io(format!("remove {}", path.display()), e))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -792,6 +900,7 @@ mod tests {
         let nodes = spec.nodes();
         let inner = Inner {
             procs: BTreeMap::new(),
+            mounts: BTreeMap::new(),
             state: Mutex::new(RunState::default()),
             net: None,
             torn_down: AtomicBool::new(true),

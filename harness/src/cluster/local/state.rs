@@ -35,6 +35,11 @@ pub struct RunState {
     pub namespaces: Vec<String>,
     /// Host-side veth interfaces, in creation order.
     pub veths: Vec<String>,
+    /// Lossy filesystems mounted over node data directories (mount points), recorded before
+    /// each mount; a harness that dies leaves them mounted but dead, so `tidewater clean`
+    /// detaches them (`umount -l`).
+    #[serde(default)]
+    pub mounts: Vec<PathBuf>,
 }
 
 impl RunState {
@@ -100,10 +105,14 @@ pub struct Removed {
     pub namespaces: usize,
     /// Links (veths, bridge) deleted.
     pub links: usize,
+    /// Lossy filesystems detached.
+    pub mounts: usize,
 }
 
 /// Kills every process inside the record's namespaces (SIGCONT first, so paused ones die at
-/// once), then deletes the namespaces, the veths and the bridge, then the record itself.
+/// once), then detaches the lossy filesystems still mounted (`umount -l`: a dead FUSE server
+/// leaves a mount that only answers `ENOTCONN`), then deletes the namespaces, the veths and
+/// the bridge, then the record itself.
 ///
 /// Deleting a namespace also deletes its iptables chains and ip rules, so nothing of the
 /// run's network faults outlives it. Things already gone are skipped.
@@ -122,6 +131,18 @@ pub fn remove_resources(state: &RunState, state_dir: &Path) -> Result<Removed> {
         }
         match sys::run(&["ip", "netns", "del", ns]) {
             Ok(_) => removed.namespaces += 1,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    for mount in state.mounts.iter().rev() {
+        if !sys::is_mounted(mount) {
+            continue;
+        }
+        let path = mount.to_string_lossy();
+        match sys::run(&["umount", "-l", &path]) {
+            Ok(_) => removed.mounts += 1,
             Err(e) => {
                 first_error.get_or_insert(e);
             }
@@ -188,6 +209,7 @@ mod tests {
             bridge: Some("twab12br".into()),
             namespaces: vec!["tw-ab12-c1".into()],
             veths: vec!["twab12c1".into()],
+            mounts: vec!["/tmp/run/nodes/c1/data".into()],
         };
         state.save(dir.path()).unwrap();
         let listed = RunState::list(dir.path()).unwrap();

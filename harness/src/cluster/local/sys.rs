@@ -106,6 +106,21 @@ pub fn process_start_ticks(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
+/// Whether something is mounted at `path` (in this process's mount namespace).
+pub fn is_mounted(path: &std::path::Path) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    // Field 5 is the mount point, with spaces and backslashes escaped as octal.
+    let wanted = path
+        .to_string_lossy()
+        .replace('\\', "\\134")
+        .replace(' ', "\\040");
+    table
+        .lines()
+        .any(|line| line.split(' ').nth(4) == Some(wanted.as_str()))
+}
+
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
