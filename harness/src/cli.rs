@@ -398,7 +398,8 @@ fn log_to(path: &Path) {
             .with_ansi(false)
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_env("TIDEWATER_LOG")
-                    .unwrap_or_else(|_| "info".into()),
+                    // fuser warns on every xattr lookup the lossy filesystem does not serve.
+                    .unwrap_or_else(|_| "info,fuser=error".into()),
             )
             .try_init();
     });

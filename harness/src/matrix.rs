@@ -432,6 +432,34 @@ mod tests {
     /// The nightly matrix shipped for vagrant/nightly.sh.
     const SHIPPED_DURABILITY: &str = include_str!("../matrix/durability.toml");
 
+    /// The power-loss matrix shipped beside it (local clusters only).
+    const SHIPPED_POWER_LOSS: &str = include_str!("../matrix/power-loss.toml");
+
+    #[test]
+    fn the_shipped_power_loss_matrix_judges_every_cell_but_the_known_weakness() {
+        let file = MatrixFile::parse(SHIPPED_POWER_LOSS).unwrap();
+        let cells = file.cells();
+        assert_eq!(cells.len(), 8);
+        for cell in &cells {
+            let flushed = cell.sets["flush.messages"] == "1";
+            let leader = cell.run["plan"] == "power-loss-leader";
+            let weak = leader && !flushed && cell.sets["min.insync.replicas"] == "2";
+            let e = &cell.expectation;
+            assert_eq!(e.lost_writes_max, flushed.then_some(0), "{}", cell.label);
+            assert_eq!(e.all_valid, flushed, "{}", cell.label);
+            assert_eq!(e.promise_kept, !weak, "{}", cell.label);
+            assert_eq!(e.forbidden_anomalies, ["unexpected"], "{}", cell.label);
+            let table = serde_json::to_value(cell.run_table(&file.run)).unwrap();
+            let config = crate::runner::config::example()
+                .overlay(table.as_object().unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", cell.label));
+            assert_eq!(config.acks, "all");
+            let schedule = crate::runner::faults::resolve_schedule(&config).unwrap();
+            let config = crate::runner::config::RunConfig { schedule, ..config };
+            assert!(crate::runner::faults::cuts_power(&config), "{}", cell.label);
+        }
+    }
+
     #[test]
     fn the_shipped_durability_matrix_expands_to_eight_judged_cells() {
         let file = MatrixFile::parse(SHIPPED_DURABILITY).unwrap();

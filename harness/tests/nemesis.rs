@@ -424,3 +424,46 @@ async fn unions_and_differences_of_targets_resolve_to_nodes() {
         "names no node"
     );
 }
+
+#[tokio::test]
+async fn power_loss_windows_end_when_the_node_boots_even_in_the_final_step() {
+    let mut rig = rig(3);
+    let plan = FaultPlan::from_toml(
+        "name = \"p\"\n\
+         [[step]]\naction = \"power-loss\"\ntarget = \"leader:t0/0\"\nbind = \"old\"\n\
+         [[step]]\naction = \"kill\"\ntarget = \"n2\"\n\
+         [[step]]\naction = \"start\"\ntarget = \"@old\"\n\
+         [[step]]\naction = \"power-loss\"\ntarget = \"n3\"\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    rig.nemesis
+        .run(&plan, started, started + Duration::from_secs(60))
+        .await;
+    rig.nemesis.final_step().await.unwrap();
+    let ops: Vec<(String, serde_json::Value)> = rig
+        .recorder
+        .ops()
+        .into_iter()
+        .map(|o| (o.f, o.value))
+        .collect();
+    let op = |f: &str, nodes: &[&str]| (f.to_string(), serde_json::json!(nodes));
+    assert_eq!(
+        ops,
+        [
+            op("start-power-loss", &["n1"]),
+            op("start-kill", &["n2"]),
+            op("stop-power-loss", &["n1"]),
+            op("start-power-loss", &["n3"]),
+            ("stop-partition".to_string(), serde_json::Value::Null),
+            // The final step boots n3 as the end of its power loss, n2 as the end of a kill.
+            op("stop-power-loss", &["n3"]),
+            op("stop-kill", &["n2"]),
+        ]
+    );
+    assert!(rig.cluster.calls().contains(&"power-loss n1".to_string()));
+    assert_eq!(
+        tidewater::nemesis::fault_kind(Action::PowerLoss),
+        Some("power-loss")
+    );
+}

@@ -232,6 +232,15 @@ mod tests {
     }
 
     #[test]
+    fn power_loss_has_a_colour_of_its_own() {
+        let kinds = ["kill", "pause", "partition", "power-loss", "other"].map(FaultKind::from_name);
+        assert_eq!(kinds[3], FaultKind::PowerLoss);
+        assert_eq!(kinds[3].label(), "power-loss");
+        let colours: std::collections::BTreeSet<_> = kinds.iter().map(FaultKind::rgb).collect();
+        assert_eq!(colours.len(), kinds.len(), "every kind is told apart");
+    }
+
+    #[test]
     fn overlapping_kills_pauses_and_partitions_each_keep_their_window() {
         // The unclean-election shape: a kill of the stale node, then of the whole ISR while
         // the first is open, then the stale node alone restarted: that stop must not end the

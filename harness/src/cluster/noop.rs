@@ -75,6 +75,10 @@ impl Cluster for NoopCluster {
         self.down(node, "stop")
     }
 
+    fn power_loss(&self, node: &str) -> Result<()> {
+        self.down(node, "power-loss")
+    }
+
     fn kill(&self, node: &str) -> Result<()> {
         self.down(node, "kill")
     }

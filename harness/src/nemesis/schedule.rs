@@ -707,8 +707,18 @@ mod tests {
             parse_faults("failback,isolate-leader,failback").unwrap(),
             [FaultKind::IsolateLeader, FaultKind::Failback]
         );
+        let power_loss = [
+            FaultKind::PowerLossLeader,
+            FaultKind::PowerLossOne,
+            FaultKind::PowerLossAll,
+        ];
+        let mut classic = FaultKind::all();
+        classic.retain(|k| !power_loss.contains(k));
+        assert_eq!(parse_faults("kill,pause,partition").unwrap(), classic);
+        // Power loss needs a lossy filesystem, so only asking for it draws it.
+        assert_eq!(parse_faults("power-loss").unwrap(), power_loss);
         assert_eq!(
-            parse_faults("kill,pause,partition").unwrap(),
+            parse_faults("kill,pause,partition,power-loss").unwrap(),
             FaultKind::all()
         );
         assert!(parse_faults("none").unwrap().is_empty());

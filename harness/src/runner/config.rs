@@ -299,6 +299,7 @@ pub(crate) fn example() -> RunConfig {
         replay_of: None,
         matrix_cell: None,
         harness_defaults: Vec::new(),
+        lossy_fs: false,
     }
 }
 
