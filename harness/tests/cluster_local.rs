@@ -2,8 +2,10 @@
 //! test prints a message and passes without doing anything otherwise).
 //!
 //! Nodes run this test binary itself in "helper" mode: a TCP server that appends a line to
-//! `data/starts` when it starts and answers every connection with `starts=N`, so a test sees
-//! from outside whether a node answers, and whether its data survived a restart.
+//! `data/starts` when it starts (fsyncing the file and the directory) and answers every
+//! connection with `starts=N`, so a test sees from outside whether a node answers, and whether
+//! its data survived a restart. It also appends a line to `data/unsynced-starts` without any
+//! fsync, which a power loss takes.
 //!
 //! Each test uses its own run id and subnet (10.213.X.0/24), so they run in parallel.
 
@@ -68,6 +70,7 @@ fn raw_spec(run_id: &str, subnet: &str, brokers: usize, dir: &Path) -> LocalSpec
     spec.brokers = brokers;
     spec.http_port = 7000;
     spec.stop_timeout_ms = 2_000;
+    spec.lossy_fs = std::env::var_os("TW_LOSSY").is_some();
     spec
 }
 
@@ -94,6 +97,13 @@ fn serve() {
         .unwrap();
     writeln!(starts, "start").unwrap();
     starts.sync_all().unwrap();
+    std::fs::File::open(&data).unwrap().sync_all().unwrap();
+    let mut unsynced = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(data.join("unsynced-starts"))
+        .unwrap();
+    writeln!(unsynced, "start").unwrap();
     let n = std::fs::read_to_string(&starts_path)
         .unwrap()
         .lines()
@@ -380,7 +390,21 @@ fn spawn_cluster_owner(id: &str, subnet: &str, dir: &Path) -> (std::process::Chi
 }
 
 fn spawn_helper(mode: &str, id: &str, subnet: &str, dir: &Path) -> (std::process::Child, Vec<i32>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    spawn_helper_with(mode, id, subnet, dir, false)
+}
+
+fn spawn_helper_with(
+    mode: &str,
+    id: &str,
+    subnet: &str,
+    dir: &Path,
+    lossy: bool,
+) -> (std::process::Child, Vec<i32>) {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if lossy {
+        command.env("TW_LOSSY", "1");
+    }
+    let mut child = command
         .args(["helper_node", "--exact", "--ignored", "--nocapture"])
         .env("TW_HELPER_MODE", mode)
         .env("RUST_BACKTRACE", "0")
@@ -526,4 +550,129 @@ fn a_failed_setup_removes_what_it_had_created() {
     let err = LocalCluster::create(spec).err().expect("setup fails");
     assert!(err.to_string().contains("not-a-directory"), "{err}");
     assert_nothing_left("tc9", &state_dir, &[]);
+}
+
+/// The lossyfs mount points of a run's nodes that are still mounted.
+fn lossy_mounts(dir: &Path) -> Vec<String> {
+    ["c1", "n1", "n2"]
+        .iter()
+        .map(|n| {
+            dir.canonicalize()
+                .unwrap()
+                .join("nodes")
+                .join(n)
+                .join("data")
+        })
+        .filter(|p| sys::is_mounted(p))
+        .map(|p| p.display().to_string())
+        .collect()
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
+}
+
+#[test]
+fn power_loss_keeps_what_a_node_fsynced_and_loses_the_rest() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = spec("tp1", "10.220.7.0/24", 1, dir.path());
+    spec.lossy_fs = true;
+    let state_dir = spec.state_dir.clone();
+    let cluster = LocalCluster::create(spec).unwrap();
+    cluster.start_all().unwrap();
+    let n1 = addr(&cluster, "n1");
+    let data = dir.path().join("nodes/n1/data");
+    settle(None, n1, Some("starts=1"));
+    assert_eq!(lines(&data.join("unsynced-starts")), 1);
+    // SIGKILL alone keeps the page cache: the unsynced line survives.
+    cluster.kill("n1").unwrap();
+    cluster.start("n1").unwrap();
+    settle(None, n1, Some("starts=2"));
+    assert_eq!(lines(&data.join("unsynced-starts")), 2);
+    // Power loss: the fsynced starts stay; the unsynced lines are gone (the file itself was
+    // made durable, empty, by the second start's directory fsync).
+    cluster.power_loss("n1").unwrap();
+    assert!(!cluster.is_running("n1"));
+    settle(None, n1, None);
+    assert_eq!(lines(&data.join("starts")), 2);
+    assert!(data.join("unsynced-starts").exists());
+    assert_eq!(lines(&data.join("unsynced-starts")), 0);
+    cluster.start("n1").unwrap();
+    settle(None, n1, Some("starts=3"));
+    assert_eq!(lines(&data.join("unsynced-starts")), 1);
+    // A wipe of the mounted directory empties it for good, even across a power loss.
+    cluster.stop("n1").unwrap();
+    cluster.wipe("n1").unwrap();
+    cluster.power_loss("n1").unwrap();
+    cluster.start("n1").unwrap();
+    settle(None, n1, Some("starts=1"));
+
+    let live = pids(&cluster);
+    drop(cluster);
+    assert_nothing_left("tp1", &state_dir, &live);
+    assert!(lossy_mounts(dir.path()).is_empty(), "mounts left");
+    // Teardown synced before unmounting: the evidence is in the backing directory.
+    let durable = dir.path().join("nodes/n1/data.durable");
+    assert_eq!(lines(&durable.join("starts")), 1);
+    assert_eq!(lines(&durable.join("unsynced-starts")), 1);
+}
+
+#[test]
+fn power_loss_is_refused_without_a_lossy_filesystem() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec("tp2", "10.220.8.0/24", 1, dir.path());
+    let cluster = LocalCluster::create(spec).unwrap();
+    cluster.start_all().unwrap();
+    let e = cluster.power_loss("n1").unwrap_err().to_string();
+    assert!(e.contains("not on a lossy filesystem"), "{e}");
+    assert!(
+        cluster.is_running("n1"),
+        "a refused power loss kills nothing"
+    );
+}
+
+#[test]
+fn sigint_and_clean_leave_no_lossy_mount_behind() {
+    if !root() {
+        return;
+    }
+    let state_dir = Path::new(tidewater::cluster::local::state::DEFAULT_STATE_DIR);
+    // Ctrl-C: the guard's teardown unmounts.
+    let dir = tempfile::tempdir().unwrap();
+    let (child, pids) = spawn_helper_with("cluster", "tp3", "10.220.9.0/24", dir.path(), true);
+    let mut child = KillOnDrop(child);
+    assert_eq!(lossy_mounts(dir.path()).len(), 3);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.0.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{status:?}");
+    assert_nothing_left("tp3", state_dir, &pids);
+    assert!(
+        lossy_mounts(dir.path()).is_empty(),
+        "mounts left after SIGINT"
+    );
+
+    // SIGKILL: the mounts outlive their dead FUSE server until `clean` detaches them.
+    let dir = tempfile::tempdir().unwrap();
+    let (child, pids) = spawn_helper_with("cluster", "tp4", "10.220.9.0/24", dir.path(), true);
+    let mut child = KillOnDrop(child);
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    assert_eq!(lossy_mounts(dir.path()).len(), 3);
+    let report = tidewater::clean::clean_run(state_dir, "tp4").unwrap();
+    assert_eq!(report.mounts, 3, "{report:?}");
+    assert_nothing_left("tp4", state_dir, &pids);
+    assert!(
+        lossy_mounts(dir.path()).is_empty(),
+        "mounts left after clean"
+    );
 }
