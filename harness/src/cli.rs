@@ -1146,6 +1146,42 @@ acks = ["1", "all"]
     }
 
     #[test]
+    fn an_ssh_cluster_refuses_power_loss_before_anything_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cluster.toml");
+        std::fs::write(&file, "not even read").unwrap();
+        let target = RunTarget {
+            store: dir.path().join("store"),
+            subnet: None,
+            cluster: Some(file),
+            plain: true,
+        };
+        let mut config = crate::runner::config::example();
+        config.plan = Some("power-loss-leader".into());
+        config.schedule = runner::faults::resolve_schedule(&config).unwrap();
+        let e = target.preflight(&config).unwrap_err();
+        assert!(e.contains("local-only"), "{e}");
+        config.plan = None;
+        config.nemesis = vec!["kill".into(), "power-loss-one".into()];
+        config.schedule = serde_json::Value::Null;
+        assert!(target
+            .preflight(&config)
+            .unwrap_err()
+            .contains("local-only"));
+        config.nemesis = vec!["kill".into()];
+        config.lossy_fs = true;
+        assert!(target
+            .preflight(&config)
+            .unwrap_err()
+            .contains("local-only"));
+        // Without power loss the cluster file itself is what gets checked.
+        config.lossy_fs = false;
+        let e = target.preflight(&config).unwrap_err();
+        assert!(!e.contains("local-only"), "{e}");
+        assert!(!dir.path().join("store").exists(), "nothing was created");
+    }
+
+    #[test]
     fn nemesis_none_means_no_faults() {
         assert!(parse_nemesis("none").is_empty());
         assert_eq!(parse_nemesis("kill, pause"), vec!["kill", "pause"]);
