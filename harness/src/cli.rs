@@ -50,6 +50,10 @@ pub enum Command {
     /// Run every combination of settings in a matrix file and compare them on one page
     /// (see docs/reports.md, "Matrix files"); the exit code says whether expectations held.
     Matrix(MatrixArgs),
+    /// The lossy filesystem (mount, lose, sync, status), as the `tidewater-lossyfs` binary:
+    /// for hosts that only have `tidewater` (see docs/lossyfs.md).
+    #[command(subcommand)]
+    Lossyfs(tidewater_lossyfs::cli::LossyfsCommand),
 }
 
 /// `tidewater run`.
@@ -324,6 +328,13 @@ pub fn main() -> i32 {
         Command::Clean(args) => clean_command(&args),
         Command::Serve(args) => serve_command(&args),
         Command::Matrix(args) => matrix_command(&args),
+        Command::Lossyfs(command) => match tidewater_lossyfs::cli::run(command) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("tidewater lossyfs: {e}");
+                EXIT_HARNESS
+            }
+        },
     }
 }
 
@@ -1179,6 +1190,18 @@ acks = ["1", "all"]
         let e = target.preflight(&config).unwrap_err();
         assert!(!e.contains("local-only"), "{e}");
         assert!(!dir.path().join("store").exists(), "nothing was created");
+    }
+
+    #[test]
+    fn tidewater_lossyfs_embeds_the_lossyfs_command_line() {
+        let cli = Cli::try_parse_from(["tidewater", "lossyfs", "lose", "/mnt/n1", "--torn", "3"])
+            .unwrap();
+        let Command::Lossyfs(tidewater_lossyfs::cli::LossyfsCommand::Lose { mountpoint, torn }) =
+            cli.command
+        else {
+            panic!("expected lossyfs lose")
+        };
+        assert_eq!((mountpoint.to_str(), torn), (Some("/mnt/n1"), Some(3)));
     }
 
     #[test]
