@@ -433,6 +433,8 @@ async fn power_loss_windows_end_when_the_node_boots_even_in_the_final_step() {
          [[step]]\naction = \"power-loss\"\ntarget = \"leader:t0/0\"\nbind = \"old\"\n\
          [[step]]\naction = \"kill\"\ntarget = \"n2\"\n\
          [[step]]\naction = \"start\"\ntarget = \"@old\"\n\
+         [[step]]\naction = \"power-loss\"\ntarget = \"n3\"\n\
+         [[step]]\naction = \"restart\"\ntarget = \"n3,n1\"\n\
          [[step]]\naction = \"power-loss\"\ntarget = \"n3\"\n",
     )
     .unwrap();
@@ -454,6 +456,11 @@ async fn power_loss_windows_end_when_the_node_boots_even_in_the_final_step() {
             op("start-power-loss", &["n1"]),
             op("start-kill", &["n2"]),
             op("stop-power-loss", &["n1"]),
+            op("start-power-loss", &["n3"]),
+            // A restart stops only the node with power; the other one just boots.
+            op("start-kill", &["n1"]),
+            op("stop-power-loss", &["n3"]),
+            op("stop-kill", &["n1"]),
             op("start-power-loss", &["n3"]),
             ("stop-partition".to_string(), serde_json::Value::Null),
             // The final step boots n3 as the end of its power loss, n2 as the end of a kill.

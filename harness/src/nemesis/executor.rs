@@ -205,7 +205,17 @@ impl Nemesis {
             }
             Action::Start => self.start_nodes(&nodes).await,
             Action::Restart => {
-                let stopped = self.on_nodes("start-kill", &nodes, |c, n| c.stop(n)).await;
+                // A node without power has nothing to stop: its start ends the power loss.
+                let up: Vec<String> = nodes
+                    .iter()
+                    .filter(|n| !self.powered_off.contains(*n))
+                    .cloned()
+                    .collect();
+                let stopped = if up.is_empty() {
+                    Ok(())
+                } else {
+                    self.on_nodes("start-kill", &up, |c, n| c.stop(n)).await
+                };
                 let started = self.start_nodes(&nodes).await;
                 stopped.and(started)
             }

@@ -1,4 +1,4 @@
-//! The nemesis: injects faults (kill, pause, partition) on a schedule drawn from the run's seed
+//! The nemesis: injects faults (kill, pause, partition, power loss) on a schedule drawn from the run's seed
 //! or from a fault plan, and records each one as a history operation.
 //!
 //! - [`target`]: which nodes a step hits (`one`, `majority`, `leader:t0/0`, `@bound`, `n1,n2`).
@@ -12,7 +12,9 @@
 //!
 //! History ops (process `"nemesis"`, type `info`), through the runner's [`Recorder`]:
 //! `start-partition` (value: the grudge), `stop-partition` (null), `start-kill` (the nodes
-//! killed or stopped), `stop-kill` (the nodes started), `start-pause` / `stop-pause` (nodes),
+//! killed or stopped), `stop-kill` (the nodes started), `start-power-loss` (the nodes whose
+//! power was cut) / `stop-power-loss` (those of them booted again), `start-pause` /
+//! `stop-pause` (nodes),
 //! and `wait-for-isr-shrink` / `wait-for-isr-expand` / `wait-for-leader` (what was seen).
 
 pub mod executor;

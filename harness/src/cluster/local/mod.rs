@@ -720,6 +720,9 @@ impl Cluster for LocalCluster {
 
     fn power_loss(&self, node: &str) -> Result<()> {
         self.node(node)?;
+        // The process slot is held throughout (then the mount, the same order as `wipe`), so
+        // no start slips in between the kill and the loss.
+        let mut slot = self.inner.proc_slot(node)?;
         let mount = self.inner.mount_slot(node);
         let Some(handle) = mount.as_ref().and_then(|m| m.as_ref()) else {
             return Err(Error::Unsupported(format!(
@@ -728,7 +731,9 @@ impl Cluster for LocalCluster {
             )));
         };
         // The process must be gone before its unsynced state is: a survivor would write on.
-        self.kill(node)?;
+        if let Some(process) = slot.take() {
+            process.kill()?;
+        }
         handle
             .lose_unsynced(Mode::Clean)
             .map(|_| ())
