@@ -54,14 +54,16 @@ impl FaultKind {
     }
 
     /// The band colour, from the Okabe-Ito palette (told apart with any colour vision):
-    /// reddish purple, yellow, sky blue, vermillion for power loss; grey for others. Data is drawn in stronger colours
+    /// reddish purple, yellow, sky blue; brown for power loss (ColorBrewer's BrBG end: the
+    /// palette's remaining hues already mark data drawn over the bands, vermillion failures
+    /// and losses among them); grey for others. Data is drawn in stronger colours
     /// on top of these light bands.
     pub fn rgb(&self) -> (u8, u8, u8) {
         match self {
             FaultKind::Kill => (204, 121, 167),
             FaultKind::Pause => (240, 228, 66),
             FaultKind::Partition => (86, 180, 233),
-            FaultKind::PowerLoss => (213, 94, 0),
+            FaultKind::PowerLoss => (140, 81, 10),
             FaultKind::Other(_) => (150, 150, 150),
         }
     }
@@ -238,6 +240,15 @@ mod tests {
         assert_eq!(kinds[3].label(), "power-loss");
         let colours: std::collections::BTreeSet<_> = kinds.iter().map(FaultKind::rgb).collect();
         assert_eq!(colours.len(), kinds.len(), "every kind is told apart");
+        // Nor is it a colour that data drawn over the bands uses.
+        let data = [
+            crate::plots::BLUE,
+            crate::plots::ORANGE,
+            crate::plots::GREEN,
+            crate::plots::VERMILLION,
+            crate::plots::BLACK,
+        ];
+        assert!(!data.contains(&kinds[3].rgb()));
     }
 
     #[test]
