@@ -1169,6 +1169,10 @@ acks = ["1", "all"]
         };
         let mut config = crate::runner::config::example();
         config.plan = Some("power-loss-leader".into());
+        // A matrix checks its cells before their schedules are resolved.
+        assert!(config.schedule.is_null());
+        let e = target.preflight(&config).unwrap_err();
+        assert!(e.contains("local-only"), "{e}");
         config.schedule = runner::faults::resolve_schedule(&config).unwrap();
         let e = target.preflight(&config).unwrap_err();
         assert!(e.contains("local-only"), "{e}");

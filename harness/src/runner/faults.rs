@@ -85,12 +85,28 @@ pub fn requested_faults(config: &RunConfig) -> Vec<String> {
     kinds
 }
 
-/// Whether the run cuts nodes' power: its resolved schedule has a `power-loss` step, or its
-/// `--nemesis` names the family or a kind of it. Such a run needs a lossy filesystem under
-/// the nodes' data (local clusters only).
+/// Whether the run cuts nodes' power: its schedule (resolved here if the config does not hold
+/// it yet) has a `power-loss` step, or its `--nemesis` names the family or a kind of it. Such
+/// a run needs a lossy filesystem under the nodes' data (local clusters only).
 pub fn cuts_power(config: &RunConfig) -> bool {
+    let named = config.plan.is_none() && config.nemesis.iter().any(|k| k.starts_with("power-loss"));
+    if named {
+        return true;
+    }
+    let resolved;
+    let config = if config.schedule.is_null() {
+        let Ok(schedule) = resolve_schedule(config) else {
+            return false;
+        };
+        resolved = RunConfig {
+            schedule,
+            ..config.clone()
+        };
+        &resolved
+    } else {
+        config
+    };
     scheduled_faults(config).iter().any(|k| k == "power-loss")
-        || (config.plan.is_none() && config.nemesis.iter().any(|k| k.starts_with("power-loss")))
 }
 
 /// The fault kinds the resolved schedule of a run starts.
