@@ -594,7 +594,7 @@ fn power_loss_keeps_what_a_node_fsynced_and_loses_the_rest() {
     assert_eq!(lines(&data.join("unsynced-starts")), 2);
     // Power loss: the fsynced starts stay; the unsynced lines are gone (the file itself was
     // made durable, empty, by the second start's directory fsync).
-    cluster.power_loss("n1").unwrap();
+    cluster.power_loss("n1", None).unwrap();
     assert!(!cluster.is_running("n1"));
     settle(None, n1, None);
     assert_eq!(lines(&data.join("starts")), 2);
@@ -603,10 +603,16 @@ fn power_loss_keeps_what_a_node_fsynced_and_loses_the_rest() {
     cluster.start("n1").unwrap();
     settle(None, n1, Some("starts=3"));
     assert_eq!(lines(&data.join("unsynced-starts")), 1);
+    // A torn power loss keeps a seeded prefix (never all) of the last unsynced line.
+    cluster.power_loss("n1", Some(7)).unwrap();
+    let kept = std::fs::read_to_string(data.join("unsynced-starts")).unwrap();
+    assert!("start\n".starts_with(&kept) && kept.len() < 6, "{kept:?}");
+    cluster.start("n1").unwrap();
+    settle(None, n1, Some("starts=4"));
     // A wipe of the mounted directory empties it for good, even across a power loss.
     cluster.stop("n1").unwrap();
     cluster.wipe("n1").unwrap();
-    cluster.power_loss("n1").unwrap();
+    cluster.power_loss("n1", None).unwrap();
     cluster.start("n1").unwrap();
     settle(None, n1, Some("starts=1"));
 
@@ -629,7 +635,7 @@ fn power_loss_is_refused_without_a_lossy_filesystem() {
     let spec = spec("tp2", "10.220.8.0/24", 1, dir.path());
     let cluster = LocalCluster::create(spec).unwrap();
     cluster.start_all().unwrap();
-    let e = cluster.power_loss("n1").unwrap_err().to_string();
+    let e = cluster.power_loss("n1", None).unwrap_err().to_string();
     assert!(e.contains("not on a lossy filesystem"), "{e}");
     assert!(
         cluster.is_running("n1"),

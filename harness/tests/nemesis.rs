@@ -474,3 +474,32 @@ async fn power_loss_windows_end_when_the_node_boots_even_in_the_final_step() {
         Some("power-loss")
     );
 }
+
+#[tokio::test]
+async fn a_torn_power_loss_records_its_seed_and_replays_the_same_tear() {
+    let plan = FaultPlan::from_toml(
+        "name = \"t\"\n[[step]]\naction = \"power-loss\"\ntarget = \"n2\"\ntorn = true\n",
+    )
+    .unwrap();
+    let mut seeds = vec![];
+    for _ in 0..2 {
+        let mut rig = rig(11);
+        let started = Instant::now();
+        rig.nemesis
+            .run(&plan, started, started + Duration::from_secs(60))
+            .await;
+        let op = rig.recorder.ops()[0].clone();
+        assert_eq!(op.f, "start-power-loss");
+        assert_eq!(op.value["nodes"], json!(["n2"]));
+        let seed = op.value["torn_seed"].as_u64().unwrap();
+        assert_eq!(rig.cluster.calls(), [format!("power-loss torn {seed} n2")]);
+        seeds.push(seed);
+    }
+    assert_eq!(seeds[0], seeds[1], "the run's seed decides the tear");
+    let e = FaultPlan::from_toml(
+        "name = \"t\"\n[[step]]\naction = \"kill\"\ntarget = \"n2\"\ntorn = true\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("torn is for power-loss"), "{e}");
+}

@@ -218,10 +218,12 @@ pub trait Cluster: Send + Sync {
     fn resume(&self, node: &str) -> Result<()>;
 
     /// Cuts the node's power: SIGKILL its process, then discard every write it had not made
-    /// durable (fsync), as a power loss would. [`Cluster::start`] later boots it on what is
-    /// left. Only backends that keep node data on a lossy filesystem can do this; the others
-    /// refuse with [`Error::Unsupported`].
-    fn power_loss(&self, node: &str) -> Result<()> {
+    /// durable (fsync), as a power loss would; with `torn_seed`, each file keeps a seeded
+    /// prefix of its last unsynced write (`docs/lossyfs.md`). [`Cluster::start`] later boots
+    /// it on what is left. Only backends that keep node data on a lossy filesystem can do
+    /// this; the others refuse with [`Error::Unsupported`].
+    fn power_loss(&self, node: &str, torn_seed: Option<u64>) -> Result<()> {
+        let _ = torn_seed;
         self.node(node)?;
         Err(Error::Unsupported(
             "power-loss: this cluster keeps no node data on a lossy filesystem".into(),

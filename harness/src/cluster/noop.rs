@@ -75,8 +75,11 @@ impl Cluster for NoopCluster {
         self.down(node, "stop")
     }
 
-    fn power_loss(&self, node: &str) -> Result<()> {
-        self.down(node, "power-loss")
+    fn power_loss(&self, node: &str, torn_seed: Option<u64>) -> Result<()> {
+        match torn_seed {
+            Some(seed) => self.down(node, &format!("power-loss torn {seed}")),
+            None => self.down(node, "power-loss"),
+        }
     }
 
     fn kill(&self, node: &str) -> Result<()> {

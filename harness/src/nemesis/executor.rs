@@ -8,6 +8,7 @@ use crate::cluster::{self, Cluster, CONTROLLER};
 use crate::net::{self, Grudge};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+use rand::Rng;
 use rand::SeedableRng;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -197,9 +198,8 @@ impl Nemesis {
             Action::Kill => self.on_nodes("start-kill", &nodes, |c, n| c.kill(n)).await,
             Action::Stop => self.on_nodes("start-kill", &nodes, |c, n| c.stop(n)).await,
             Action::PowerLoss => {
-                let r = self
-                    .on_nodes("start-power-loss", &nodes, |c, n| c.power_loss(n))
-                    .await;
+                let torn_seed = step.torn.then(|| self.rng.gen::<u64>());
+                let r = self.power_loss(&nodes, torn_seed).await;
                 self.powered_off.extend(nodes.iter().cloned());
                 r
             }
@@ -253,7 +253,7 @@ impl Nemesis {
     async fn each(
         &self,
         nodes: &[String],
-        op: fn(&dyn Cluster, &str) -> cluster::Result<()>,
+        op: impl Fn(&dyn Cluster, &str) -> cluster::Result<()> + Send + 'static,
     ) -> Option<String> {
         let nodes = nodes.to_vec();
         let r = self
@@ -280,6 +280,20 @@ impl Nemesis {
     ) -> Result<(), String> {
         let error = self.each(nodes, op).await;
         self.record(f, json!(nodes), error.clone());
+        error.map_or(Ok(()), Err)
+    }
+
+    /// Cuts the nodes' power; records `start-power-loss` with the nodes, or with
+    /// `{"nodes", "torn_seed"}` for torn losses (so a replay tears the same way).
+    async fn power_loss(&self, nodes: &[String], torn_seed: Option<u64>) -> Result<(), String> {
+        let error = self
+            .each(nodes, move |c, n| c.power_loss(n, torn_seed))
+            .await;
+        let value = match torn_seed {
+            Some(seed) => json!({"nodes": nodes, "torn_seed": seed}),
+            None => json!(nodes),
+        };
+        self.record("start-power-loss", value, error.clone());
         error.map_or(Ok(()), Err)
     }
 

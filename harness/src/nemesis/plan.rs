@@ -195,6 +195,11 @@ pub struct Step {
     /// For `wait-for-*`: give up after this long (default 30 s, at most 600 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<f64>,
+    /// For `power-loss`: tear each file's last unsynced write instead of dropping it whole
+    /// (a prefix survives, drawn from a seed of the nemesis), as a disk that lost power
+    /// mid-write may. Default: clean losses.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub torn: bool,
     /// Remember the resolved target nodes under this name, for later `@name` targets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bind: Option<String>,
@@ -216,6 +221,7 @@ impl Step {
             grudge: None,
             key: None,
             timeout_s: None,
+            torn: false,
             bind: None,
             note: None,
         }
@@ -318,6 +324,9 @@ impl FaultPlan {
             }
             if (step.action == Action::Cut) != step.from.is_some() {
                 return Err(at("from is for cut, and cut needs it".into()));
+            }
+            if step.torn && step.action != Action::PowerLoss {
+                return Err(at("torn is for power-loss".into()));
             }
             if step.action == Action::Partition && step.kind.is_some() == step.grudge.is_some() {
                 return Err(at("partition needs exactly one of kind or grudge".into()));

@@ -718,7 +718,7 @@ impl Cluster for LocalCluster {
         Ok(())
     }
 
-    fn power_loss(&self, node: &str) -> Result<()> {
+    fn power_loss(&self, node: &str, torn_seed: Option<u64>) -> Result<()> {
         self.node(node)?;
         // The process slot is held throughout (then the mount, the same order as `wipe`), so
         // no start slips in between the kill and the loss.
@@ -734,8 +734,9 @@ impl Cluster for LocalCluster {
         if let Some(process) = slot.take() {
             process.kill()?;
         }
+        let mode = torn_seed.map_or(Mode::Clean, |seed| Mode::Torn { seed });
         handle
-            .lose_unsynced(Mode::Clean)
+            .lose_unsynced(mode)
             .map(|_| ())
             .map_err(|e| Error::io(format!("lose the unsynced data of {node}"), e))
     }
