@@ -170,6 +170,7 @@ impl Recorder {
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error: None,
             r#final: false,
         });
@@ -322,6 +323,7 @@ mod tests {
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error: None,
             r#final: false,
         }
