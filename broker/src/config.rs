@@ -784,7 +784,7 @@ mod tests {
         for bug in Bug::ALL {
             let result = Config::from_settings(&settings(&[(bug.setting(), "true")]));
             if cfg!(feature = "deliberate-bugs") {
-                assert!(result.expect(bug.setting()).bugs.on(bug));
+                assert!(result.unwrap().bugs.on(bug), "{}", bug.setting());
             } else {
                 assert_eq!(result, Err(ConfigError::Unknown(bug.setting().to_string())));
             }

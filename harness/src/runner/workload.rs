@@ -375,6 +375,7 @@ mod tests {
             Outcome::Ok(Sent {
                 offset: None,
                 high_watermark: None,
+                isr_size: None,
                 node: "n1".into(),
             })
         }
