@@ -222,6 +222,10 @@ pub struct DetectArgs {
     /// The /24 subnet of the local cluster's bridge.
     #[arg(long, value_name = "A.B.C.0/24")]
     pub subnet: Option<String>,
+    /// Leave out the unmodified broker's row (when another benchmark already measures it
+    /// under the same columns).
+    #[arg(long)]
+    pub skip_none: bool,
     /// Print plain log lines instead of a progress bar.
     #[arg(long)]
     pub plain: bool,
@@ -700,7 +704,10 @@ fn detect_command(args: &DetectArgs) -> i32 {
     let all_bugs: Vec<String> = detect::BUGS.iter().map(|b| b.to_string()).collect();
     let bugs = name_list(&args.bugs, &all_bugs);
     let plans = name_list(&args.plans, &detect::shipped_plans());
-    let table = DetectionTable::plan(&bugs, &plans, args.seeds, args.time_limit);
+    let mut table = DetectionTable::plan(&bugs, &plans, args.seeds, args.time_limit);
+    if args.skip_none {
+        table.bugs.retain(|b| b != detect::NO_BUG);
+    }
     let binary = match detect_broker_binary(args) {
         Ok(b) => b,
         Err(e) => {
