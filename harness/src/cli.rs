@@ -213,7 +213,8 @@ pub struct DetectArgs {
     /// Directory of all runs; the table goes to STORE/detect/detection.{md,json} unless --out.
     #[arg(long, value_name = "DIR", default_value = "store")]
     pub store: PathBuf,
-    /// Markdown file of the table (the JSON goes beside it, .json).
+    /// Markdown file of the table (the JSON goes beside it, .json). An existing JSON there is
+    /// resumed: the runs it holds for planned cells are kept, not run again.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// A `tidewater-broker` built with `--features deliberate-bugs` (default: build one).
@@ -755,6 +756,19 @@ fn detect_command(args: &DetectArgs) -> i32 {
         .clone()
         .unwrap_or_else(|| args.store.join("detect").join("detection.md"));
     let json = markdown.with_extension("json");
+    // A table already at --out (an interrupted benchmark) is resumed: its runs are kept.
+    if let Ok(text) = std::fs::read_to_string(&json) {
+        match serde_json::from_str::<DetectionTable>(&text) {
+            Ok(earlier) => table.resume_from(&earlier),
+            Err(e) => {
+                eprintln!(
+                    "tidewater: detect: {} is not a detection table: {e}",
+                    json.display()
+                );
+                return EXIT_SETUP;
+            }
+        }
+    }
     let result = detect::run_detection(table, &markdown, &json, |cell| {
         let (_, config) = configs
             .iter()

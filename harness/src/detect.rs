@@ -224,6 +224,17 @@ impl DetectionTable {
             .collect()
     }
 
+    /// Takes over the results of `earlier` (a table written by an interrupted or another
+    /// benchmark) for the cells this table plans, so they are not run again.
+    pub fn resume_from(&mut self, earlier: &DetectionTable) {
+        let cells = self.cells();
+        for (cell, outcome) in &earlier.results {
+            if cells.contains(cell) && self.outcome(cell).is_none() {
+                self.results.push((cell.clone(), outcome.clone()));
+            }
+        }
+    }
+
     /// The outcome of `cell`, if it ran.
     pub fn outcome(&self, cell: &Cell) -> Option<&CellOutcome> {
         self.results
@@ -462,6 +473,23 @@ mod tests {
         let back: DetectionTable =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(back.results.len(), 9);
+    }
+
+    #[test]
+    fn resume_takes_over_only_the_planned_cells() {
+        let mut earlier = table();
+        let errored = CellOutcome::Errored {
+            error: "x".into(),
+            run_dir: None,
+        };
+        for cell in earlier.cells() {
+            earlier.results.push((cell, errored.clone()));
+        }
+        let mut t = DetectionTable::plan(&["no.epoch.bump".into()], &[], 3, 60);
+        t.resume_from(&earlier);
+        // no.epoch.bump and none under random/s1 and random/s2; random/s3 is new.
+        assert_eq!(t.results.len(), 4);
+        assert_eq!(t.cells().len(), 6);
     }
 
     #[test]
