@@ -204,9 +204,12 @@ pub struct DetectArgs {
     /// Shipped plans to run (seed 1 each), comma-separated, `all` or `none`.
     #[arg(long, value_name = "NAMES", default_value = "all")]
     pub plans: String,
-    /// Seeds of the random schedule: 1..=N.
+    /// Seeds of the random schedule: N of them, from --first-seed on.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub seeds: u64,
+    /// The first seed of the random schedule's columns.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub first_seed: u64,
     /// Length of each run's main phase, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub time_limit: u64,
@@ -706,6 +709,9 @@ fn detect_command(args: &DetectArgs) -> i32 {
     let bugs = name_list(&args.bugs, &all_bugs);
     let plans = name_list(&args.plans, &detect::shipped_plans());
     let mut table = DetectionTable::plan(&bugs, &plans, args.seeds, args.time_limit);
+    for column in table.columns.iter_mut().filter(|c| c.plan.is_none()) {
+        column.seed += args.first_seed.saturating_sub(1);
+    }
     if args.skip_none {
         table.bugs.retain(|b| b != detect::NO_BUG);
     }

@@ -305,8 +305,20 @@ impl DetectionTable {
             .collect();
         let plans: Vec<String> = self.columns.iter().filter_map(|c| c.plan.clone()).collect();
         let seeds = self.columns.iter().filter(|c| c.plan.is_none()).count();
+        let first_seed = self
+            .columns
+            .iter()
+            .filter(|c| c.plan.is_none())
+            .map(|c| c.seed)
+            .min()
+            .unwrap_or(1);
+        let first = if first_seed == 1 {
+            String::new()
+        } else {
+            format!(" --first-seed {first_seed}")
+        };
         format!(
-            "tidewater detect --bugs {} --plans {} --seeds {seeds} --time-limit {} --store {}",
+            "tidewater detect --bugs {} --plans {} --seeds {seeds}{first} --time-limit {} --store {}",
             bugs.join(","),
             if plans.is_empty() {
                 "none".into()
