@@ -1041,6 +1041,7 @@ impl Cluster {
     }
 
     /// Pauses broker 3 and writes with acks=1 until it left the ISR of `topic` (led by 1).
+    #[cfg(feature = "deliberate-bugs")]
     async fn shrink_isr_to_1_and_2(&self, topic: &'static str) {
         self.broker(3).pause();
         let mut n = 0;
