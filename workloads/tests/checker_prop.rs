@@ -228,6 +228,7 @@ proptest! {
                 node: None,
                 high_watermarks: hw.map(|h| BTreeMap::from([("t0/0".to_string(), h)])),
                 log_start_offsets: hw.map(|h| BTreeMap::from([("t0/1".to_string(), h)])),
+                isr_sizes: None,
                 error: None,
                 r#final: fin,
             })

@@ -350,6 +350,13 @@ impl CheckSettings {
                 breaks_promise: true,
                 note: "a value that no process ever sent was read".into(),
             },
+            "under-min-isr-ack" => Judgement {
+                breaks_promise: self.acks == Acks::All,
+                note: format!(
+                    "with acks=all the leader must refuse (NOT_ENOUGH_REPLICAS) while fewer than min.insync.replicas={} replicas are in sync; this acknowledgement stands on fewer",
+                    self.min_insync_replicas
+                ),
+            },
             _ => Judgement { breaks_promise: true, note: String::new() },
         }
     }
