@@ -129,13 +129,17 @@ impl CheckSettings {
     /// names: `min.insync.replicas`, `replication.factor` (or `default.replication.factor`),
     /// `unclean.leader.election.enable`, `tidewater.unsafe.truncate.to.hw.enable` and
     /// `tidewater.unsafe.serve.lagging.hw.enable`. Other names are ignored; a known name
-    /// with a bad value is an error.
+    /// with a bad value is an error; an absent one takes Kafka's default
+    /// (`min.insync.replicas` 1).
     pub fn from_kafka_configs(
         acks: &str,
         configs: &std::collections::BTreeMap<String, String>,
     ) -> Result<CheckSettings, String> {
+        // Absent names take Kafka's defaults (min.insync.replicas is 1 there), not the safe
+        // configuration of `CheckSettings::default()`: the promise must describe what ran.
         let mut s = CheckSettings {
             acks: acks.parse()?,
+            min_insync_replicas: 1,
             ..CheckSettings::default()
         };
         let flag = |name: &str| -> Result<Option<bool>, String> {
