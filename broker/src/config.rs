@@ -133,6 +133,9 @@ pub struct Config {
     /// `tidewater.unsafe.serve.lagging.hw.enable`: UNSAFE, pre-KIP-207 new leaders serve reads
     /// with a HW below their epoch start instead of OFFSET_NOT_AVAILABLE.
     pub unsafe_serve_lagging_hw_enable: bool,
+    /// `tidewater.bug.*`: deliberate bugs for `tidewater detect`, settable only in a build
+    /// with the `deliberate-bugs` feature (see [`crate::bugs`]).
+    pub bugs: crate::bugs::Bugs,
 }
 
 impl Default for Config {
@@ -169,6 +172,7 @@ impl Default for Config {
             replica_high_watermark_checkpoint_interval_ms: 5_000,
             unsafe_truncate_to_hw_enable: false,
             unsafe_serve_lagging_hw_enable: false,
+            bugs: crate::bugs::Bugs::default(),
         }
     }
 }
@@ -488,9 +492,21 @@ impl Config {
             "tidewater.unsafe.serve.lagging.hw.enable" => {
                 self.unsafe_serve_lagging_hw_enable = parse_bool(name, value)?
             }
-            _ => return Err(ConfigError::Unknown(name.to_string())),
+            _ => return self.apply_bug(name, value),
         }
         Ok(())
+    }
+
+    /// A `tidewater.bug.*` setting in a build with the `deliberate-bugs` feature; an unknown
+    /// setting otherwise.
+    fn apply_bug(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        match crate::bugs::Bug::parse(name) {
+            Some(bug) if cfg!(feature = "deliberate-bugs") && name == bug.setting() => {
+                self.bugs.set(bug, parse_bool(name, value)?);
+                Ok(())
+            }
+            _ => Err(ConfigError::Unknown(name.to_string())),
+        }
     }
 
     /// Reads a flat TOML file (`"log.dirs" = "/var/lib/tw"`, numbers and booleans allowed) into
@@ -873,6 +889,25 @@ mod tests {
         assert_eq!(
             unknown,
             Err(ConfigError::Unknown("log.segment.bytes".into()))
+        );
+    }
+
+    #[test]
+    fn bug_settings_exist_only_with_the_deliberate_bugs_feature() {
+        use crate::bugs::Bug;
+        for bug in Bug::ALL {
+            let result = Config::from_settings(&settings(&[(bug.setting(), "true")]));
+            if cfg!(feature = "deliberate-bugs") {
+                assert!(result.unwrap().bugs.on(bug), "{}", bug.setting());
+            } else {
+                assert_eq!(result, Err(ConfigError::Unknown(bug.setting().to_string())));
+            }
+        }
+        // The short name is for `tidewater detect`, never a setting.
+        let short = Bug::NoEpochBump.name();
+        assert_eq!(
+            Config::from_settings(&settings(&[(short, "true")])),
+            Err(ConfigError::Unknown(short.to_string()))
         );
     }
 

@@ -5,6 +5,7 @@
 //!
 //! # Layout
 //!
+//! - [`bugs`]: deliberate-bug switches (`tidewater.bug.*`, cargo feature `deliberate-bugs`).
 //! - [`config`]: the typed [`config::Config`] from a TOML file and `--set` pairs; topic overrides.
 //! - [`server`]: shared state ([`server::Broker`]), the entry point [`server::run`], retention.
 //! - [`http`]: the HTTP/1.1 front door of broker and controller: connection limit, header and
@@ -21,6 +22,7 @@
 //! - [`storage`]: the segmented, CRC-checked log of one partition and its recovery.
 
 pub mod api;
+pub mod bugs;
 pub mod config;
 pub mod controller;
 pub mod error;

@@ -121,6 +121,7 @@ pub async fn run_controller(
         num_partitions: config.num_partitions,
         default_replication_factor: u32::from(config.default_replication_factor),
         unclean_leader_election_enable: config.unclean_leader_election_enable,
+        bugs: config.bugs,
     };
     tracing::info!(address = %listener.local_addr()?, dir = %config.log_dirs[0].display(), "controller started");
     let limits = crate::http::ConnectionLimits::from_config(&config);

@@ -1025,3 +1025,117 @@ async fn paused_controller_does_not_fence_brokers_when_it_resumes() {
     );
     assert_eq!(after["topics"], before["topics"]);
 }
+
+impl Cluster {
+    /// Produces one record with acks=all through broker 1 and returns the whole answer.
+    async fn produce_answer(&self, topic: &str, value: &str) -> (u16, Value) {
+        let body =
+            json!({"acks": "all", "timeout_ms": 10000, "records": [{"key": null, "value": value}]});
+        let url = format!(
+            "{}/v1/topics/{topic}/partitions/0/records",
+            self.broker(1).url()
+        );
+        self.call(reqwest::Method::POST, url, Some(body))
+            .await
+            .expect("broker 1 answers")
+    }
+
+    /// Pauses broker 3 and writes with acks=1 until it left the ISR of `topic` (led by 1).
+    #[cfg(feature = "deliberate-bugs")]
+    async fn shrink_isr_to_1_and_2(&self, topic: &'static str) {
+        self.broker(3).pause();
+        let mut n = 0;
+        self.wait_for("the paused follower to leave the ISR", |c| {
+            n += 1;
+            let value = format!("lag{n}");
+            async move {
+                c.produce(1, topic, &value, "1").await.ok()?;
+                let p = c.partition(topic, 0).await?;
+                (p["isr"] == json!([1, 2])).then_some(())
+            }
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_all_answer_reports_the_isr_size_it_was_counted_with() {
+    let cluster = Cluster::start(15000, &[]).await;
+    cluster
+        .create_topic("t", 3, json!({"min.insync.replicas": "2"}))
+        .await;
+    let (status, answer) = cluster.produce_answer("t", "first").await;
+    assert_eq!((status, answer["isr_size"].clone()), (200, json!(3)));
+}
+
+#[cfg(feature = "deliberate-bugs")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bug_ignore_min_insync_acknowledges_with_a_short_isr_and_says_so() {
+    let cluster = Cluster::start(
+        15000,
+        &[
+            ("replica.lag.time.max.ms", "1000"),
+            ("tidewater.bug.ignore.min.insync.enable", "true"),
+        ],
+    )
+    .await;
+    cluster
+        .create_topic("t", 3, json!({"min.insync.replicas": "3"}))
+        .await;
+    cluster.shrink_isr_to_1_and_2("t").await;
+    // A correct broker answers NOT_ENOUGH_REPLICAS (see the test above with min ISR 3).
+    let (status, answer) = cluster.produce_answer("t", "accepted").await;
+    assert_eq!((status, answer["isr_size"].clone()), (200, json!(2)));
+    cluster.broker(3).resume();
+}
+
+#[cfg(feature = "deliberate-bugs")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bug_ack_before_replication_acknowledges_what_no_follower_has() {
+    let cluster = Cluster::start(
+        15000,
+        &[("tidewater.bug.ack.before.replication.enable", "true")],
+    )
+    .await;
+    cluster
+        .create_topic("t", 3, json!({"min.insync.replicas": "2"}))
+        .await;
+    cluster.produce(1, "t", "first", "all").await.unwrap();
+    cluster.broker(2).pause();
+    cluster.broker(3).pause();
+    // Both followers are stopped, the ISR is still whole: a correct leader would wait.
+    let (status, answer) = cluster.produce_answer("t", "unreplicated").await;
+    assert_eq!(status, 200, "{answer}");
+    let (_, high_watermark, log_end_offset) = cluster.local_log(1, "t").await.unwrap();
+    assert!(
+        high_watermark < log_end_offset,
+        "acknowledged above the HW: HW {high_watermark}, LEO {log_end_offset}"
+    );
+    cluster.broker(2).resume();
+    cluster.broker(3).resume();
+}
+
+#[cfg(feature = "deliberate-bugs")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bug_serve_uncommitted_hands_consumers_records_above_the_hw() {
+    let cluster =
+        Cluster::start(15000, &[("tidewater.bug.serve.uncommitted.enable", "true")]).await;
+    cluster
+        .create_topic("t", 3, json!({"min.insync.replicas": "2"}))
+        .await;
+    cluster.produce(1, "t", "first", "all").await.unwrap();
+    cluster.broker(2).pause();
+    cluster.broker(3).pause();
+    let offset = cluster.produce(1, "t", "uncommitted", "1").await.unwrap();
+    let url = format!(
+        "{}/v1/topics/t/partitions/0/records?offset={}",
+        cluster.broker(1).url(),
+        offset.unwrap()
+    );
+    let fetched = cluster.get(url).await.unwrap();
+    // A correct leader returns nothing at or above its HW with the default isolation.
+    assert_eq!(fetched["records"][0]["value"], "uncommitted", "{fetched}");
+    assert!(fetched["high_watermark"].as_u64() <= offset);
+    cluster.broker(2).resume();
+    cluster.broker(3).resume();
+}

@@ -21,6 +21,7 @@ impl QueueClient for NoIoClient {
         Outcome::Ok(Sent {
             offset: Some(17),
             high_watermark: Some(18),
+            isr_size: None,
             node: "n1".into(),
         })
     }

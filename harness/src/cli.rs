@@ -1,4 +1,5 @@
-//! The `tidewater` command line: `run`, `check`, `report` and `clean`.
+//! The `tidewater` command line: `run`, `check`, `report`, `clean`, `serve`, `matrix` and
+//! `detect`.
 //!
 //! Exit codes: 0 valid, 1 invalid, 2 unknown, 3 setup failed, 4 the cluster did not recover
 //! after heal (liveness), 5 other harness errors; clap's usage errors exit with 2 as well,
@@ -50,6 +51,9 @@ pub enum Command {
     /// Run every combination of settings in a matrix file and compare them on one page
     /// (see docs/reports.md, "Matrix files"); the exit code says whether expectations held.
     Matrix(MatrixArgs),
+    /// Run the broker's deliberate bugs (and the unmodified broker) under the random schedule
+    /// and the shipped plans and write the detection table (see docs/detection.md).
+    Detect(DetectArgs),
     /// The lossy filesystem (mount, lose, sync, status), as the `tidewater-lossyfs` binary:
     /// for hosts that only have `tidewater` (see docs/lossyfs.md).
     #[command(subcommand)]
@@ -221,6 +225,55 @@ fn parse_night(s: &str) -> Result<String, String> {
     }
 }
 
+/// `tidewater detect`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  tidewater detect --bugs ack.before.replication --plans none --seeds 1 --time-limit 30
+  tidewater detect --seeds 3   # every bug and none x random seeds 1..3 and every shipped plan
+
+Every run: acks=all, min.insync.replicas=2, unclean.leader.election.enable=false, plus the
+bug's tidewater.bug.NAME.enable=true. Without --broker-bin the broker is built with the cargo
+feature deliberate-bugs. Exit codes: 0 the table was written, 3 bad flags, 5 harness error.")]
+pub struct DetectArgs {
+    /// Bugs to run, comma-separated short names (see docs/detection.md); the unmodified broker
+    /// (`none`) is always added.
+    #[arg(long, value_name = "NAMES", default_value = "all")]
+    pub bugs: String,
+    /// Shipped plans to run (seed 1 each), comma-separated, `all` or `none`.
+    #[arg(long, value_name = "NAMES", default_value = "all")]
+    pub plans: String,
+    /// Seeds of the random schedule: N of them, from --first-seed on.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub seeds: u64,
+    /// The first seed of the random schedule's columns.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub first_seed: u64,
+    /// Length of each run's main phase, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub time_limit: u64,
+    /// Directory of all runs; the table goes to STORE/detect/detection.{md,json} unless --out.
+    #[arg(long, value_name = "DIR", default_value = "store")]
+    pub store: PathBuf,
+    /// Markdown file of the table (the JSON goes beside it, .json). An existing JSON there is
+    /// resumed: the runs it holds for planned cells are kept, not run again.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// A `tidewater-broker` built with `--features deliberate-bugs` (default: build one).
+    #[arg(long, value_name = "FILE")]
+    pub broker_bin: Option<PathBuf>,
+    /// The /24 subnet of the local cluster's bridge.
+    #[arg(long, value_name = "A.B.C.0/24")]
+    pub subnet: Option<String>,
+    /// Leave out the unmodified broker's row (when another benchmark already measures it
+    /// under the same columns).
+    #[arg(long)]
+    pub skip_none: bool,
+    /// Print plain log lines instead of a progress bar.
+    #[arg(long)]
+    pub plain: bool,
+}
+
 /// `tidewater clean`.
 #[derive(Debug, Args)]
 pub struct CleanArgs {
@@ -328,6 +381,7 @@ pub fn main() -> i32 {
         Command::Clean(args) => clean_command(&args),
         Command::Serve(args) => serve_command(&args),
         Command::Matrix(args) => matrix_command(&args),
+        Command::Detect(args) => detect_command(&args),
         Command::Lossyfs(command) => match tidewater_lossyfs::cli::run(command) {
             Ok(()) => 0,
             Err(e) => {
@@ -785,6 +839,150 @@ fn matrix_command(args: &MatrixArgs) -> i32 {
         }
         Err(e) => {
             eprintln!("tidewater: matrix: {e}");
+            EXIT_HARNESS
+        }
+    }
+}
+
+/// Splits a comma-separated list; `all` gives `all_names`, `none` nothing.
+fn name_list(list: &str, all_names: &[String]) -> Vec<String> {
+    match list.trim() {
+        "all" => all_names.to_vec(),
+        "none" => Vec::new(),
+        other => other
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    }
+}
+
+/// The broker binary with the deliberate bugs: `--broker-bin`, or built with the feature and
+/// copied under STORE/detect/ (cargo builds every feature set to the same path).
+fn detect_broker_binary(args: &DetectArgs) -> Result<PathBuf, String> {
+    if let Some(path) = &args.broker_bin {
+        return if path.is_file() {
+            Ok(path.clone())
+        } else {
+            Err(format!("--broker-bin {} is not a file", path.display()))
+        };
+    }
+    let built = crate::cluster::local::build_broker_binary_with(false, &["deliberate-bugs"])
+        .map_err(|e| e.to_string())?;
+    let dir = args.store.join("detect");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    let copy = dir.join("tidewater-broker-deliberate-bugs");
+    std::fs::copy(&built, &copy).map_err(|e| format!("copy {}: {e}", built.display()))?;
+    Ok(copy)
+}
+
+fn detect_command(args: &DetectArgs) -> i32 {
+    use crate::detect::{self, CellOutcome, DetectionTable};
+    let all_bugs: Vec<String> = detect::BUGS.iter().map(|b| b.to_string()).collect();
+    let bugs = name_list(&args.bugs, &all_bugs);
+    let plans = name_list(&args.plans, &detect::shipped_plans());
+    let mut table = DetectionTable::plan(&bugs, &plans, args.seeds, args.time_limit);
+    for column in table.columns.iter_mut().filter(|c| c.plan.is_none()) {
+        column.seed += args.first_seed.saturating_sub(1);
+    }
+    if args.skip_none {
+        table.bugs.retain(|b| b != detect::NO_BUG);
+    }
+    let binary = match detect_broker_binary(args) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("tidewater: detect: {e}");
+            return EXIT_SETUP;
+        }
+    };
+    println!("detect: broker {}", binary.display());
+    // Every run of this process (and the --set check) uses this binary.
+    std::env::set_var(crate::cluster::local::BROKER_BIN_ENV, &binary);
+    let base = default_config("detect");
+    let mut configs = Vec::new();
+    for cell in table.cells() {
+        let mut config = base.clone();
+        config.name = cell.run_name();
+        config.seed = cell.column.seed;
+        config.time_limit_s = args.time_limit;
+        config.plan = cell.column.plan.clone();
+        config.sets = cell.sets();
+        if let Err(e) = config.validate() {
+            eprintln!("tidewater: detect {}: {e}", cell.run_name());
+            return EXIT_SETUP;
+        }
+        if let Err(e) = crate::broker_config::check_sets(&binary, &config.sets) {
+            eprintln!("tidewater: detect {}: {e}", cell.run_name());
+            return EXIT_SETUP;
+        }
+        configs.push((cell, config));
+    }
+    let target = RunTarget {
+        store: args.store.clone(),
+        subnet: args.subnet.clone(),
+        cluster: None,
+        plain: args.plain,
+    };
+    if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
+        eprintln!("tidewater: cannot install signal handlers: {e}");
+        return EXIT_HARNESS;
+    }
+    let Some(runtime) = new_runtime() else {
+        return EXIT_HARNESS;
+    };
+    let markdown = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.store.join("detect").join("detection.md"));
+    let json = markdown.with_extension("json");
+    // A table already at --out (an interrupted benchmark) is resumed: its runs are kept.
+    if let Ok(text) = std::fs::read_to_string(&json) {
+        match serde_json::from_str::<DetectionTable>(&text) {
+            Ok(earlier) => table.resume_from(&earlier),
+            Err(e) => {
+                eprintln!(
+                    "tidewater: detect: {} is not a detection table: {e}",
+                    json.display()
+                );
+                return EXIT_SETUP;
+            }
+        }
+    }
+    let result = detect::run_detection(table, &markdown, &json, |cell| {
+        let (_, config) = configs
+            .iter()
+            .find(|(c, _)| c == cell)
+            .expect("every cell was planned");
+        println!("detect: {} under {}", cell.bug, cell.column.label());
+        match execute_run(config.clone(), &target, &runtime) {
+            (0 | 1 | 2 | runner::EXIT_LIVENESS, Some(dir)) => {
+                let results = std::fs::read_to_string(dir.results())
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| {
+                        serde_json::from_str::<CheckResults>(&t).map_err(|e| e.to_string())
+                    });
+                match results {
+                    Ok(results) => CellOutcome::from_results(&results, &dir.path),
+                    Err(e) => CellOutcome::Errored {
+                        error: format!("results unreadable: {e}"),
+                        run_dir: Some(dir.path),
+                    },
+                }
+            }
+            (code, dir) => CellOutcome::Errored {
+                error: format!("the run ended with exit code {code}"),
+                run_dir: dir.map(|d| d.path),
+            },
+        }
+    });
+    match result {
+        Ok(table) => {
+            println!("detection table: {}", markdown.display());
+            println!("rerun: {}", table.reproduce_command(&args.store));
+            0
+        }
+        Err(e) => {
+            eprintln!("tidewater: detect: {e}");
             EXIT_HARNESS
         }
     }

@@ -8,6 +8,7 @@
 //! - `runner`: the phases of a run (setup, main, heal, recovery, final reads, teardown, check).
 //! - `recorder`: the history writer, appending `history.jsonl` as ops happen.
 //! - `store`: run directories `store/<name>/<timestamp>/` and the `store/latest` link.
+//! - `detect`: `tidewater detect`, the detection table of the broker's deliberate bugs.
 //! - `matrix`: `tidewater matrix`, every combination of settings run and compared.
 //! - `serve`: `tidewater serve`, the store browsed read-only over HTTP.
 //! - `progress`: the live progress display (a bar on a terminal, log lines otherwise).
@@ -26,6 +27,7 @@ pub mod clean;
 pub mod cli;
 pub mod cluster;
 pub mod cluster_file;
+pub mod detect;
 pub mod matrix;
 pub mod nemesis;
 pub mod net;

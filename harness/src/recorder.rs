@@ -58,7 +58,7 @@ impl OpCounts {
 }
 
 enum Message {
-    Op(Op),
+    Op(Box<Op>),
     /// Flush the BufWriter and answer on the channel (sent at phase ends).
     Flush(SyncSender<std::io::Result<()>>),
 }
@@ -147,7 +147,7 @@ impl Recorder {
         op.time = self.now_ns();
         let tx = shared.tx.as_ref()?;
         // A send error means the writer died (disk error); close() reports it.
-        tx.send(Message::Op(op)).ok()?;
+        tx.send(Message::Op(Box::new(op))).ok()?;
         shared.next_index += 1;
         Some(index)
     }
@@ -170,6 +170,7 @@ impl Recorder {
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error: None,
             r#final: false,
         });
@@ -322,6 +323,7 @@ mod tests {
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error: None,
             r#final: false,
         }

@@ -185,6 +185,7 @@ pub fn fault_windows(results: Option<&CheckResults>, nemesis: &[Op], end_ns: u64
         node: None,
         high_watermarks: None,
         log_start_offsets: None,
+        isr_sizes: None,
         error: None,
         r#final: false,
     });
@@ -211,6 +212,7 @@ mod tests {
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error: None,
             r#final: false,
         }

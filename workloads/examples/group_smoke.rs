@@ -117,6 +117,7 @@ async fn main() {
             sink.record(Op {
                 high_watermarks: done.high_watermarks.clone(),
                 log_start_offsets: done.log_start_offsets.clone(),
+                isr_sizes: done.isr_sizes.clone(),
                 node: done.node.clone(),
                 error: done.error.clone(),
                 r#final: true,
@@ -187,6 +188,7 @@ fn op(process: u64, kind: OpType, value: serde_json::Value) -> Op {
         node: None,
         high_watermarks: None,
         log_start_offsets: None,
+        isr_sizes: None,
         error: None,
         r#final: true,
     }

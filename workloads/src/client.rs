@@ -206,6 +206,8 @@ pub struct Sent {
     pub offset: Option<u64>,
     /// The leader's high watermark after the append, when reported.
     pub high_watermark: Option<u64>,
+    /// The ISR size the leader counted for an acks=all acknowledgement, when reported.
+    pub isr_size: Option<u64>,
     /// The node that answered.
     pub node: String,
 }
@@ -528,6 +530,7 @@ impl BrokerClient {
                     Ok(Sent {
                         offset,
                         high_watermark: v.get("high_watermark").and_then(Value::as_u64),
+                        isr_size: v.get("isr_size").and_then(Value::as_u64),
                         node,
                     })
                 }

@@ -649,6 +649,7 @@ pub fn op_from_edn(e: &Edn, keys: &KeyMapping, position: u64) -> Result<Op, EdnE
         node: field("node").filter(|v| **v != Edn::Nil).map(Edn::as_text),
         high_watermarks: opt_map("high-watermarks")?,
         log_start_offsets: opt_map("log-start-offsets")?,
+        isr_sizes: opt_map("isr-sizes")?,
         error: field("error").filter(|v| **v != Edn::Nil).map(Edn::as_text),
         r#final: matches!(
             field("final?").or_else(|| field("final")),
@@ -738,6 +739,9 @@ pub fn op_to_edn(op: &Op, keys: &KeyMapping) -> Edn {
     }
     if let Some(m) = &op.log_start_offsets {
         pairs.push((kw("log-start-offsets"), key_map_to_edn(m, keys)));
+    }
+    if let Some(m) = &op.isr_sizes {
+        pairs.push((kw("isr-sizes"), key_map_to_edn(m, keys)));
     }
     if let Some(e) = &op.error {
         pairs.push((kw("error"), Edn::Str(e.clone())));

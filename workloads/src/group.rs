@@ -859,6 +859,7 @@ fn completion(
         node,
         high_watermarks: None,
         log_start_offsets: None,
+        isr_sizes: None,
         error,
     }
 }
@@ -1113,6 +1114,7 @@ fn line(process: u64, kind: OpType, f: &str, value: Value) -> Op {
         node: None,
         high_watermarks: None,
         log_start_offsets: None,
+        isr_sizes: None,
         error: None,
         r#final: false,
     }
@@ -1157,6 +1159,7 @@ pub async fn group_worker<C: QueueClient, G: GroupClient, S: OpSink>(
             node: c.node,
             high_watermarks: c.high_watermarks,
             log_start_offsets: c.log_start_offsets,
+            isr_sizes: c.isr_sizes,
             error: c.error,
             ..line(process, c.kind, f, c.value)
         });
@@ -1208,6 +1211,7 @@ mod tests {
             Outcome::Ok(Sent {
                 offset: Some(log.len() as u64 - 1),
                 high_watermark: Some(log.len() as u64),
+                isr_size: None,
                 node: "n1".into(),
             })
         }

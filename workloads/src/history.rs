@@ -101,6 +101,10 @@ pub struct Op {
     /// Log start offset per key as reported by the broker with this completion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_start_offsets: Option<BTreeMap<Key, u64>>,
+    /// Per key, the ISR size the leader counted for an acks=all acknowledgement (`isr_size`
+    /// of the produce answer), when it reported one. Checked against `min.insync.replicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isr_sizes: Option<BTreeMap<Key, u64>>,
     /// The broker's error name (e.g. `NOT_ENOUGH_REPLICAS`) for fail/info completions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

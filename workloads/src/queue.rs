@@ -254,6 +254,8 @@ pub struct Completion {
     pub high_watermarks: Option<BTreeMap<Key, u64>>,
     /// Log start offset per key, when the broker reported one.
     pub log_start_offsets: Option<BTreeMap<Key, u64>>,
+    /// ISR size per key of an acks=all acknowledgement, when the broker reported one.
+    pub isr_sizes: Option<BTreeMap<Key, u64>>,
     /// The error name of fail/info completions.
     pub error: Option<String>,
 }
@@ -266,6 +268,7 @@ impl Completion {
             node: e.node,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error: Some(e.cause.name()),
         }
     }
@@ -292,6 +295,7 @@ pub async fn execute<C: QueueClient>(
                 node: None,
                 high_watermarks: None,
                 log_start_offsets: None,
+                isr_sizes: None,
                 error: None,
             }
         }
@@ -309,6 +313,7 @@ pub async fn execute<C: QueueClient>(
                     node: Some(sent.node),
                     high_watermarks: one_key_map(key, sent.high_watermark),
                     log_start_offsets: None,
+                    isr_sizes: one_key_map(key, sent.isr_size),
                     error: None,
                 },
                 Outcome::Fail(e) => Completion::failed(OpType::Fail, invoke, e),
@@ -323,6 +328,7 @@ pub async fn execute<C: QueueClient>(
                     node: None,
                     high_watermarks: None,
                     log_start_offsets: None,
+                    isr_sizes: None,
                     error: Some("not-assigned".into()),
                 };
             };
@@ -360,6 +366,7 @@ pub async fn poll_key<C: QueueClient>(
                 node: Some(f.node),
                 high_watermarks: one_key_map(key, f.high_watermark),
                 log_start_offsets: one_key_map(key, f.log_start_offset),
+                isr_sizes: None,
                 error: None,
             }
         }
@@ -411,6 +418,7 @@ mod tests {
             Outcome::Ok(Sent {
                 offset: Some(log.len() as u64 - 1),
                 high_watermark: Some(log.len() as u64),
+                isr_size: None,
                 node: "n1".into(),
             })
         }

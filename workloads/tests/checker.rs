@@ -29,6 +29,7 @@ impl H {
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error: None,
             r#final: false,
         });
@@ -330,6 +331,59 @@ fn one_value_read_many_times_at_one_offset_is_no_duplicate() {
     let r = h.check();
     assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
     assert_eq!(r.stats["reads"]["records"], 20);
+}
+
+/// [`five_records`] whose acknowledgement of 12 (offset 2) reports `isr_size`, read in full.
+fn acks_with_isr_size(isr_size: u64) -> H {
+    let mut h = H::default();
+    for (o, v) in (10..15).enumerate() {
+        h.invoke_send(0, &[(K, v)]).ack(0, &[(K, o as u64, v)]);
+        let ack = h.ops.last_mut().unwrap();
+        ack.isr_sizes = Some(BTreeMap::from([(
+            K.to_string(),
+            if v == 12 { isr_size } else { 3 },
+        )]));
+    }
+    h.final_read(&ALL5, 5);
+    h
+}
+
+#[test]
+fn under_min_isr_ack_is_an_acks_all_acknowledgement_counted_below_min_insync() {
+    let h = acks_with_isr_size(1);
+    let r = h.check();
+    assert_eq!(names(&r), ["under-min-isr-ack"]);
+    let a = &r.anomalies["under-min-isr-ack"];
+    assert_eq!(a.count, 1);
+    assert!(a.invalidates && a.breaks_promise);
+    assert_eq!(r.valid, Validity::Invalid);
+    assert_eq!(r.promise, Promise::Broken);
+    let ex = &a.examples[0];
+    assert_eq!(
+        (
+            ex["value"].clone(),
+            ex["offset"].clone(),
+            ex["isr_size"].clone()
+        ),
+        (json!(12), json!(2), json!(1))
+    );
+    assert_eq!(ex["min_insync_replicas"], 2);
+    assert_eq!(ex["ack_op"], 5);
+}
+
+#[test]
+fn an_ack_counted_with_exactly_min_insync_replicas_is_no_anomaly() {
+    // Near miss: ISR 2 with min.insync.replicas=2 is what the rule allows.
+    let r = acks_with_isr_size(2).check();
+    assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+    assert_eq!(r.valid, Validity::Valid);
+    // And an acks=1 run is not judged by the ISR rule at all.
+    let settings = CheckSettings {
+        acks: Acks::One,
+        ..CheckSettings::default()
+    };
+    let r = acks_with_isr_size(1).check_with(settings);
+    assert!(!r.anomalies.contains_key("under-min-isr-ack"));
 }
 
 #[test]
@@ -1076,6 +1130,7 @@ fn nemesis(h: &mut H, f: &str, value: Value, error: Option<&str>) {
         node: None,
         high_watermarks: None,
         log_start_offsets: None,
+        isr_sizes: None,
         error: error.map(String::from),
         r#final: false,
     });

@@ -127,9 +127,13 @@ proptest! {
     #[test]
     fn correct_histories_have_no_anomaly(cfg in config()) {
         let history = generate(cfg);
-        let r = check(&history, &CheckSettings::default());
+        // Anomaly-freedom is the point here, not how much a short random history tested: a
+        // partition whose few sends all failed would make the default floor say unknown.
+        let settings = CheckSettings { min_acked_per_key: 0, ..CheckSettings::default() };
+        let r = check(&history, &settings);
         prop_assert!(r.anomalies.is_empty(), "{:#?}", r.anomalies);
-        prop_assert_eq!(r.valid, Validity::Valid);
+        let expected = if r.acknowledged() == 0 { Validity::Unknown } else { Validity::Valid };
+        prop_assert_eq!(r.valid, expected, "{:?}", r.stats["unknown_reasons"]);
         prop_assert_eq!(r.stats["final_reads"]["coverage"].as_f64().unwrap_or(1.0), 1.0);
     }
 
@@ -224,6 +228,7 @@ proptest! {
                 node: None,
                 high_watermarks: hw.map(|h| BTreeMap::from([("t0/0".to_string(), h)])),
                 log_start_offsets: hw.map(|h| BTreeMap::from([("t0/1".to_string(), h)])),
+                isr_sizes: None,
                 error: None,
                 r#final: fin,
             })
@@ -358,7 +363,9 @@ proptest! {
             prop_assert!(!r.anomalies.contains_key("lost-write"), "{:#?}", r.anomalies);
         } else {
             prop_assert_eq!(r.valid, Validity::Invalid);
-            prop_assert_eq!(r.promise, Promise::Kept, "{}", r.promise_reason);
+            // Allowed by these settings: kept, or unknown when the history also fell short of
+            // what a run must test (a partition without an acknowledged write); never broken.
+            prop_assert_ne!(r.promise, Promise::Broken, "{}", r.promise_reason);
             prop_assert_eq!(safe.valid, Validity::Invalid);
             prop_assert_eq!(safe.promise, Promise::Broken);
         }

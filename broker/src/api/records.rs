@@ -106,6 +106,10 @@ pub struct ProduceResponse {
     pub high_watermark: Option<u64>,
     /// Leader epoch the batch was appended under.
     pub leader_epoch: u32,
+    /// With acks=all: the ISR size the leader counted for the acknowledgement (the replicas
+    /// the write stands on; never below `min.insync.replicas` in a correct broker). Null
+    /// with acks=0 and acks=1.
+    pub isr_size: Option<u32>,
 }
 
 /// Runs `f` in place, telling a multi-threaded runtime first when `may_block` so it moves this
@@ -299,6 +303,7 @@ fn produce_answer(
     last_offset: u64,
     high_watermark: u64,
     leader_epoch: u32,
+    isr_size: u32,
 ) -> ProduceResponse {
     let acked = acks != Acks::None;
     ProduceResponse {
@@ -306,6 +311,7 @@ fn produce_answer(
         offsets: acked.then(|| (base_offset..=last_offset).collect()),
         high_watermark: acked.then_some(high_watermark),
         leader_epoch,
+        isr_size: (acks == Acks::All).then_some(isr_size),
     }
 }
 
@@ -351,6 +357,8 @@ async fn append_standalone(
         appended.last_offset,
         high_watermark,
         appended.offsets.leader_epoch,
+        // A standalone broker is its partition's whole ISR.
+        1,
     ))
 }
 
@@ -392,6 +400,7 @@ pub async fn produce(
                 appended.last_offset,
                 appended.high_watermark,
                 appended.leader_epoch,
+                appended.isr_size,
             )
         }
         None => append_standalone(&partition, batch, &log_config, min_insync_replicas).await?,
@@ -494,7 +503,11 @@ pub async fn fetch(
         )?,
     }
     let offset = non_negative_offset(query.offset)?;
-    let isolation = parse_isolation(query.isolation.as_deref())?;
+    let mut isolation = parse_isolation(query.isolation.as_deref())?;
+    if broker.config.bugs.on(crate::bugs::Bug::ServeUncommitted) {
+        // Deliberate bug: consumers read past the HW.
+        isolation = Isolation::Uncommitted;
+    }
     let max_bytes = query.max_bytes.unwrap_or(FETCH_MAX_BYTES_DEFAULT);
     let max_wait_ms = query.max_wait_ms.unwrap_or(0);
     if max_bytes > FETCH_MAX_BYTES_LIMIT || max_wait_ms > FETCH_MAX_WAIT_LIMIT_MS {

@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bugs::{Bug, Bugs};
+
 use super::protocol::{
     AlterPartitionRequest, BrokerMetadata, ClusterMetadata, ControllerError, ControllerErrorCode,
     CreateTopicRequest, PartitionMetadata, TopicMetadata,
@@ -40,6 +42,8 @@ pub struct ControllerConfig {
     pub default_replication_factor: u32,
     /// `unclean.leader.election.enable`: the cluster default; a topic's override wins.
     pub unclean_leader_election_enable: bool,
+    /// `tidewater.bug.*`: deliberate bugs (only in a `deliberate-bugs` build).
+    pub bugs: crate::bugs::Bugs,
 }
 
 impl Default for ControllerConfig {
@@ -49,6 +53,7 @@ impl Default for ControllerConfig {
             num_partitions: 1,
             default_replication_factor: 1,
             unclean_leader_election_enable: false,
+            bugs: crate::bugs::Bugs::default(),
         }
     }
 }
@@ -398,8 +403,9 @@ impl ControllerState {
         }
         let live = self.live_brokers();
         let default_unclean = self.config.unclean_leader_election_enable;
+        let bugs = self.config.bugs;
         for topic in self.snapshot.topics.values_mut() {
-            let unclean = unclean_enabled(&topic.configs, default_unclean);
+            let unclean = unclean_enabled(&topic.configs, default_unclean, bugs);
             for partition in &mut topic.partitions {
                 if !partition.replicas.contains(&broker_id) {
                     continue;
@@ -413,7 +419,7 @@ impl ControllerState {
                 }
                 if partition.leader == Some(broker_id) {
                     let leader = elect(partition, &live, unclean);
-                    set_leader(partition, leader);
+                    set_leader(partition, leader, bugs);
                     changed = true;
                 }
                 if changed {
@@ -427,11 +433,12 @@ impl ControllerState {
     fn elect_offline_partitions(&mut self) {
         let live = self.live_brokers();
         let default_unclean = self.config.unclean_leader_election_enable;
+        let bugs = self.config.bugs;
         for topic in self.snapshot.topics.values_mut() {
-            let unclean = unclean_enabled(&topic.configs, default_unclean);
+            let unclean = unclean_enabled(&topic.configs, default_unclean, bugs);
             for partition in topic.partitions.iter_mut().filter(|p| p.leader.is_none()) {
                 if let Some(leader) = elect(partition, &live, unclean) {
-                    set_leader(partition, Some(leader));
+                    set_leader(partition, Some(leader), bugs);
                     partition.partition_epoch += 1;
                 }
             }
@@ -470,7 +477,11 @@ fn is_live(brokers: &BTreeMap<u32, BrokerState>, id: u32) -> bool {
 }
 
 /// The topic's `unclean.leader.election.enable` override, else the cluster default.
-fn unclean_enabled(configs: &BTreeMap<String, String>, default: bool) -> bool {
+fn unclean_enabled(configs: &BTreeMap<String, String>, default: bool, bugs: Bugs) -> bool {
+    if bugs.on(Bug::UncleanElectionParse) {
+        // Deliberate bug: any value, `false` included, reads as enabled.
+        return true;
+    }
     configs
         .get("unclean.leader.election.enable")
         .map(|v| v.trim().eq_ignore_ascii_case("true"))
@@ -501,10 +512,13 @@ fn elect(partition: &mut PartitionMetadata, live: &[u32], unclean: bool) -> Opti
     Some(chosen)
 }
 
-/// Sets the leader (or none) and bumps the leader epoch, as every leader change does.
-fn set_leader(partition: &mut PartitionMetadata, leader: Option<u32>) {
+/// Sets the leader (or none) and bumps the leader epoch, as every leader change does (unless
+/// the deliberate bug `no.epoch.bump` is on).
+fn set_leader(partition: &mut PartitionMetadata, leader: Option<u32>, bugs: Bugs) {
     partition.leader = leader;
-    partition.leader_epoch += 1;
+    if !bugs.on(Bug::NoEpochBump) {
+        partition.leader_epoch += 1;
+    }
 }
 
 fn unknown_partition(topic: &str, partition: Option<u32>) -> ControllerError {
@@ -541,7 +555,49 @@ mod tests {
             num_partitions: 1,
             default_replication_factor: 3,
             unclean_leader_election_enable: unclean,
+            bugs: Bugs::default(),
         })
+    }
+
+    /// [`cluster`] (unclean election off) whose controller has `bug` switched on.
+    #[cfg(feature = "deliberate-bugs")]
+    fn cluster_with_bug(bug: Bug) -> ControllerState {
+        let mut c = ControllerState::new(ControllerConfig {
+            session_timeout_ms: SESSION_MS,
+            num_partitions: 1,
+            default_replication_factor: 3,
+            unclean_leader_election_enable: false,
+            bugs: {
+                let mut bugs = Bugs::default();
+                bugs.set(bug, true);
+                bugs
+            },
+        });
+        for id in 1..=3 {
+            c.register_broker(id, &format!("http://127.0.0.1:{}", 9000 + id), 0);
+        }
+        c.create_topic(&topic_request("t", 1, 3)).unwrap();
+        c
+    }
+
+    #[cfg(feature = "deliberate-bugs")]
+    #[test]
+    fn bug_no_epoch_bump_moves_the_leader_in_the_same_epoch() {
+        let mut c = cluster_with_bug(Bug::NoEpochBump);
+        advance(&mut c, &[2, 3], SESSION_MS + 1);
+        let p = part(&c);
+        assert_eq!((p.leader, p.leader_epoch), (Some(2), 0));
+    }
+
+    #[cfg(feature = "deliberate-bugs")]
+    #[test]
+    fn bug_unclean_election_parse_elects_out_of_sync_with_unclean_off() {
+        let mut c = cluster_with_bug(Bug::UncleanElectionParse);
+        alter(&mut c, 1, vec![1]).unwrap();
+        advance(&mut c, &[2, 3], SESSION_MS + 1);
+        let p = part(&c);
+        assert_eq!(p.leader, Some(2), "an out-of-sync replica was elected");
+        assert_eq!(p.isr, vec![2]);
     }
 
     /// Three brokers registered at t=0 and a topic "t" with one partition on [1, 2, 3].

@@ -17,6 +17,7 @@ use super::protocol::{
     HEADER_LOG_START_OFFSET,
 };
 use super::truncation::truncation_round;
+use crate::bugs::Bug;
 use crate::partition::Partition;
 use crate::storage::{batch, LogError};
 
@@ -116,6 +117,10 @@ impl Follower {
     /// Truncates the log before fetching: by leader epoch (KIP-101/KIP-279), or to the HW with
     /// `tidewater.unsafe.truncate.to.hw.enable`.
     async fn truncate(&self) -> Result<(), FetchError> {
+        if self.manager.settings.bugs.on(Bug::KeepDivergentSuffix) {
+            // Deliberate bug: keep whatever this log holds past the common prefix.
+            return Ok(());
+        }
         if self.manager.settings.unsafe_truncate_to_hw_enable {
             return self.with_log(|state| {
                 let high_watermark = state.high_watermark;

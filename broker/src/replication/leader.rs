@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::bugs::{Bug, Bugs};
 use crate::controller::protocol::PartitionMetadata;
 
 /// What the leader knows about one follower.
@@ -90,6 +91,8 @@ pub struct LeaderState {
     last_seq: u64,
     /// Committed offset; only moves forward.
     high_watermark: u64,
+    /// Deliberate bugs of this broker (all off unless built with `deliberate-bugs`).
+    pub bugs: Bugs,
 }
 
 impl LeaderState {
@@ -120,6 +123,7 @@ impl LeaderState {
             followers,
             last_seq: 0,
             high_watermark,
+            bugs: Bugs::default(),
         }
     }
 
@@ -181,6 +185,14 @@ impl LeaderState {
     /// Recomputes the HW as the minimum LEO over the maximal ISR; returns the new HW when it
     /// moved forward. A member whose LEO is unknown holds the HW where it is.
     pub fn maybe_advance_high_watermark(&mut self, leader_log_end_offset: u64) -> Option<u64> {
+        if self.bugs.on(Bug::HwMaxOfIsr) {
+            // Deliberate bug: the maximum, not the minimum, of the ISR's log end offsets.
+            let candidate = leader_log_end_offset;
+            return (candidate > self.high_watermark).then(|| {
+                self.high_watermark = candidate;
+                candidate
+            });
+        }
         let mut candidate = leader_log_end_offset;
         for member in self.maximal_isr() {
             if member == self.broker_id {
@@ -235,6 +247,12 @@ impl LeaderState {
             })
             .collect();
         (in_sync.len() < self.isr.len()).then_some(in_sync)
+    }
+
+    /// Deliberate bug `shrink.isr.without.controller`: takes `proposed_isr` as the committed ISR
+    /// at once, without asking the controller (whose ISR, the one elections use, stays larger).
+    pub fn shrink_without_controller(&mut self, proposed_isr: &[u32]) {
+        self.isr = proposed_isr.iter().copied().collect();
     }
 
     /// Marks `proposed_isr` as sent to the controller; returns the change's sequence number.
@@ -365,6 +383,25 @@ mod tests {
         l.record_fetch(3, 4, 0, 10, 1);
         assert_eq!(l.maybe_advance_high_watermark(10), Some(4));
         assert_eq!(l.high_watermark(), 4);
+    }
+
+    #[cfg(feature = "deliberate-bugs")]
+    #[test]
+    fn bug_hw_max_of_isr_commits_what_only_the_leader_has() {
+        let mut l = leader();
+        l.bugs.set(Bug::HwMaxOfIsr, true);
+        assert_eq!(l.maybe_advance_high_watermark(10), Some(10));
+    }
+
+    #[cfg(feature = "deliberate-bugs")]
+    #[test]
+    fn bug_shrink_without_controller_changes_the_isr_with_nothing_pending() {
+        let mut l = leader();
+        let before = l.isr();
+        let smaller: Vec<u32> = before[..before.len() - 1].to_vec();
+        l.shrink_without_controller(&smaller);
+        assert_eq!(l.isr(), smaller);
+        assert!(l.pending().is_none());
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::protocol::{
     ReplicaFetchRequest,
 };
 use super::{fetcher, hw_checkpoint, ReplicationConfig};
+use crate::bugs::Bug;
 use crate::controller::protocol::{
     AlterPartitionRequest, ClusterMetadata, ControllerError, ControllerErrorCode,
     CreateTopicRequest, HeartbeatRequest, HeartbeatResponse, PartitionMetadata,
@@ -211,6 +212,9 @@ pub struct LeaderAppend {
     pub high_watermark: u64,
     /// The epoch the batch was appended in.
     pub leader_epoch: u32,
+    /// The ISR size the leader counted when it answered: for acks=all, the replicas the
+    /// acknowledgement stands on (at least `min.insync.replicas` unless a bug says otherwise).
+    pub isr_size: u32,
 }
 
 /// One local replica in `GET /v1/status`.
@@ -753,6 +757,7 @@ impl ReplicaManager {
             log.high_watermark,
             now_ms(),
         );
+        state.bugs = self.settings.bugs;
         log.leader_epoch = pm.leader_epoch;
         log.replicas = pm.replicas.clone();
         log.isr = pm.isr.clone();
@@ -1047,6 +1052,16 @@ impl ReplicaManager {
                         topic = %replica.topic, partition = replica.partition, isr = ?state.isr(), ?proposal,
                         "followers lag more than replica.lag.time.max.ms; shrinking the ISR"
                     );
+                    if self.settings.bugs.on(Bug::ShrinkIsrWithoutController) {
+                        let before = state.isr();
+                        state.shrink_without_controller(&proposal);
+                        self.count_isr_change(&before, &proposal);
+                        let mut log = replica.log.lock();
+                        log.isr = proposal;
+                        advance_leader_hw(state, &mut log);
+                        replica.publish(&log);
+                        continue;
+                    }
                     self.propose_isr_change(&replica, state, proposal);
                 }
             }
@@ -1117,7 +1132,7 @@ impl ReplicaManager {
         let replica = self
             .replica(topic, partition)
             .ok_or_else(|| not_leader(topic, partition))?;
-        let (base_offset, last_offset, high_watermark, leader_epoch) = {
+        let (base_offset, last_offset, high_watermark, leader_epoch, isr_size) = {
             let mut role = replica.role();
             let leader_epoch = role.leader_epoch;
             let Role::Leader(state) = &mut role.role else {
@@ -1125,7 +1140,10 @@ impl ReplicaManager {
             };
             check_client_leader_epoch(client_epoch, leader_epoch)?;
             let isr_size = state.isr().len();
-            if acks_all && isr_size < usize::from(min_insync_replicas) {
+            if acks_all
+                && isr_size < usize::from(min_insync_replicas)
+                && !self.settings.bugs.on(Bug::IgnoreMinInsync)
+            {
                 return Err(ApiError::new(
                     ErrorKind::NotEnoughReplicas,
                     format!("the ISR has {isr_size} replicas, fewer than min.insync.replicas={min_insync_replicas}; nothing was written"),
@@ -1135,15 +1153,22 @@ impl ReplicaManager {
             let (base_offset, last_offset) = log.log.append(records, leader_epoch)?;
             advance_leader_hw(state, &mut log);
             replica.publish(&log);
-            (base_offset, last_offset, log.high_watermark, leader_epoch)
+            (
+                base_offset,
+                last_offset,
+                log.high_watermark,
+                leader_epoch,
+                isr_size,
+            )
         };
         let appended = LeaderAppend {
             base_offset,
             last_offset,
             high_watermark,
             leader_epoch,
+            isr_size: u32::try_from(isr_size).unwrap_or(u32::MAX),
         };
-        if !acks_all {
+        if !acks_all || self.settings.bugs.on(Bug::AckBeforeReplication) {
             return Ok(appended);
         }
         // Registered first, checked second: a publish that came before the registration is
@@ -1172,7 +1197,9 @@ impl ReplicaManager {
             ));
         }
         let isr_size = state.isr().len();
-        if isr_size < usize::from(min_insync_replicas) {
+        if isr_size < usize::from(min_insync_replicas)
+            && !self.settings.bugs.on(Bug::IgnoreMinInsync)
+        {
             return Err(ApiError::new(
                 ErrorKind::NotEnoughReplicasAfterAppend,
                 format!("offsets {base_offset}..={last_offset} are committed but the ISR shrank to {isr_size}, below min.insync.replicas={min_insync_replicas}"),
@@ -1180,6 +1207,7 @@ impl ReplicaManager {
         }
         Ok(LeaderAppend {
             high_watermark,
+            isr_size: u32::try_from(isr_size).unwrap_or(u32::MAX),
             ..appended
         })
     }

@@ -49,6 +49,8 @@ pub struct ReplicationConfig {
     /// `tidewater.unsafe.serve.lagging.hw.enable`: pre-KIP-207, a new leader serves reads
     /// with a HW below its epoch start (consumers can see the HW go back).
     pub unsafe_serve_lagging_hw_enable: bool,
+    /// `tidewater.bug.*`: deliberate bugs (only in a `deliberate-bugs` build).
+    pub bugs: crate::bugs::Bugs,
 }
 
 impl ReplicationConfig {
@@ -71,6 +73,7 @@ impl ReplicationConfig {
             hw_checkpoint_interval_ms: config.replica_high_watermark_checkpoint_interval_ms.max(1),
             unsafe_truncate_to_hw_enable: config.unsafe_truncate_to_hw_enable,
             unsafe_serve_lagging_hw_enable: config.unsafe_serve_lagging_hw_enable,
+            bugs: config.bugs,
         })
     }
 }

@@ -95,11 +95,17 @@ pub struct RunConfig {
     pub lossy_fs: bool,
 }
 
-/// Broker settings the harness gives every run that does not set them itself: timeouts
-/// sized for a test whose faults last seconds, not Kafka's production defaults (a 9 s session
+/// Broker settings the harness gives every run that does not set them itself: Kafka's
+/// durable `min.insync.replicas=2`, and timeouts sized for a test whose faults last seconds, not Kafka's production defaults (a 9 s session
 /// timeout, a 30 s replica lag bound), so that leadership moves and ISRs shrink well within
 /// one fault. Each with why.
 pub const HARNESS_DEFAULT_SETTINGS: &[(&str, &str, &str)] = &[
+    (
+        "min.insync.replicas",
+        "2",
+        "Kafka's durable configuration with acks=all (the broker's default is 1): a run tests \
+         the promise users rely on unless it sets another value",
+    ),
     (
         "broker.session.timeout.ms",
         "4000",

@@ -32,6 +32,7 @@ impl nemesis::Recorder for HistoryRecorder {
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error,
             r#final: false,
         });

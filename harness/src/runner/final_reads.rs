@@ -211,6 +211,7 @@ mod tests {
                 node: None,
                 high_watermarks: None,
                 log_start_offsets: None,
+                isr_sizes: None,
                 error: None,
             },
             false,

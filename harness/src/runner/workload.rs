@@ -144,6 +144,7 @@ pub fn client_op(process: u64, kind: OpType, f: &str, value: Value) -> Op {
         node: None,
         high_watermarks: None,
         log_start_offsets: None,
+        isr_sizes: None,
         error: None,
         r#final: false,
     }
@@ -155,6 +156,7 @@ pub fn completion_op(process: u64, f: &str, c: Completion, is_final: bool) -> Op
         node: c.node,
         high_watermarks: c.high_watermarks,
         log_start_offsets: c.log_start_offsets,
+        isr_sizes: c.isr_sizes,
         error: c.error,
         r#final: is_final,
         ..client_op(process, c.kind, f, c.value)
@@ -373,6 +375,7 @@ mod tests {
             Outcome::Ok(Sent {
                 offset: None,
                 high_watermark: None,
+                isr_size: None,
                 node: "n1".into(),
             })
         }

@@ -245,6 +245,7 @@ mod tests {
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error: error.map(String::from),
             r#final: false,
         }

@@ -191,6 +191,7 @@ impl Generator {
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error: None,
             r#final: false,
         };
@@ -432,6 +433,7 @@ impl Generator {
             node: None,
             high_watermarks: None,
             log_start_offsets: None,
+            isr_sizes: None,
             error: None,
             r#final: false,
         };

@@ -686,6 +686,7 @@ impl Checker {
                 }
                 state.ack_offset = offset.unwrap_or(NONE);
                 self.settle(value, Outcome::Ok, op.index);
+                self.check_ack_isr_size(op, key, offset, value);
                 if let Some(offset) = offset {
                     self.note_offset(key_id, offset, value, op.index);
                     let name = &self.keys[key_id as usize].name;
@@ -709,6 +710,25 @@ impl Checker {
                     self.info_offsets.push((key_id, offset, value, op.index));
                 }
             }
+        }
+    }
+
+    /// `under-min-isr-ack`: an acks=all acknowledgement whose leader reported counting fewer
+    /// in-sync replicas than `min.insync.replicas` (the broker should have answered
+    /// NOT_ENOUGH_REPLICAS). Loses nothing by itself, so no other check sees it.
+    fn check_ack_isr_size(&mut self, op: &Op, key: &str, offset: Option<u64>, value: Val) {
+        if self.settings.acks != Acks::All {
+            return;
+        }
+        let Some(isr_size) = op.isr_sizes.as_ref().and_then(|m| m.get(key)).copied() else {
+            return;
+        };
+        let min_insync_replicas = u64::from(self.settings.min_insync_replicas);
+        if isr_size < min_insync_replicas {
+            self.findings.add("under-min-isr-ack", true, || {
+                json!({"key": key, "value": value, "offset": offset, "isr_size": isr_size,
+                    "min_insync_replicas": min_insync_replicas, "ack_op": op.index, "node": op.node})
+            });
         }
     }
 

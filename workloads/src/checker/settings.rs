@@ -140,13 +140,17 @@ impl CheckSettings {
     /// `unclean.leader.election.enable`, `flush.messages` (or `log.flush.interval.messages`),
     /// `tidewater.unsafe.truncate.to.hw.enable` and
     /// `tidewater.unsafe.serve.lagging.hw.enable`. Other names are ignored; a known name
-    /// with a bad value is an error.
+    /// with a bad value is an error; an absent one takes Kafka's default
+    /// (`min.insync.replicas` 1).
     pub fn from_kafka_configs(
         acks: &str,
         configs: &std::collections::BTreeMap<String, String>,
     ) -> Result<CheckSettings, String> {
+        // Absent names take Kafka's defaults (min.insync.replicas is 1 there), not the safe
+        // configuration of `CheckSettings::default()`: the promise must describe what ran.
         let mut s = CheckSettings {
             acks: acks.parse()?,
+            min_insync_replicas: 1,
             ..CheckSettings::default()
         };
         let flag = |name: &str| -> Result<Option<bool>, String> {
@@ -396,6 +400,13 @@ impl CheckSettings {
             "unexpected" => Judgement {
                 breaks_promise: true,
                 note: "a value that no process ever sent was read".into(),
+            },
+            "under-min-isr-ack" => Judgement {
+                breaks_promise: self.acks == Acks::All,
+                note: format!(
+                    "with acks=all the leader must refuse (NOT_ENOUGH_REPLICAS) while fewer than min.insync.replicas={} replicas are in sync; this acknowledgement stands on fewer",
+                    self.min_insync_replicas
+                ),
             },
             _ => Judgement { breaks_promise: true, note: String::new() },
         }

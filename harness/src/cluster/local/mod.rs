@@ -264,7 +264,15 @@ fn workspace_dir() -> PathBuf {
 
 /// Builds `tidewater-broker` with cargo in this workspace and returns the executable's path.
 pub fn build_broker_binary(release: bool) -> Result<PathBuf> {
+    build_broker_binary_with(release, &[])
+}
+
+/// Builds `tidewater-broker` with the cargo `features` (e.g. `deliberate-bugs`) and returns
+/// the executable's path. Cargo builds every feature set to the same path: copy the binary
+/// before another build replaces it.
+pub fn build_broker_binary_with(release: bool, features: &[&str]) -> Result<PathBuf> {
     let workspace = workspace_dir();
+    let features = features.join(",");
     let mut args = vec![
         "build",
         "-p",
@@ -275,6 +283,9 @@ pub fn build_broker_binary(release: bool) -> Result<PathBuf> {
     ];
     if release {
         args.push("--release");
+    }
+    if !features.is_empty() {
+        args.extend(["--features", features.as_str()]);
     }
     let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(&args)

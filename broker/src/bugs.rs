@@ -1,0 +1,144 @@
+//! Deliberate bugs: switches that break one safety rule each, so that the harness can measure
+//! which plans and seeds catch which bug (`tidewater detect`, `docs/detection.md`).
+//!
+//! The settings (`tidewater.bug.*`) exist only in a build with the cargo feature
+//! `deliberate-bugs`; the default build refuses them as unknown settings, and every switch
+//! reads false there whatever the struct holds ([`Bugs::on`] is `cfg!`-gated), so no bug can be
+//! turned on in a broker that was not built for it. Each switch is documented with the
+//! real-world bug class it models; `docs/detection.md` lists them with what caught them.
+
+/// One deliberate bug: its setting name and the real bug it models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Bug {
+    /// acks=all is answered as soon as the leader appended locally (acks=1 in disguise).
+    AckBeforeReplication,
+    /// The HW is the maximum of the ISR's log end offsets instead of their minimum.
+    HwMaxOfIsr,
+    /// A follower keeps its divergent suffix instead of truncating by leader epoch.
+    KeepDivergentSuffix,
+    /// The controller moves the leadership without bumping the leader epoch.
+    NoEpochBump,
+    /// Consumer fetches are served up to the log end offset, not the HW.
+    ServeUncommitted,
+    /// The leader shrinks its ISR locally without the controller's AlterPartition.
+    ShrinkIsrWithoutController,
+    /// `unclean.leader.election.enable=false` is read as enabled.
+    UncleanElectionParse,
+    /// acks=all is acknowledged with an ISR smaller than `min.insync.replicas`.
+    IgnoreMinInsync,
+}
+
+impl Bug {
+    /// Every deliberate bug, in the order of the detection table.
+    pub const ALL: [Bug; 8] = [
+        Bug::AckBeforeReplication,
+        Bug::HwMaxOfIsr,
+        Bug::KeepDivergentSuffix,
+        Bug::NoEpochBump,
+        Bug::ServeUncommitted,
+        Bug::ShrinkIsrWithoutController,
+        Bug::UncleanElectionParse,
+        Bug::IgnoreMinInsync,
+    ];
+
+    /// The broker setting that switches it on.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Bug::AckBeforeReplication => "tidewater.bug.ack.before.replication.enable",
+            Bug::HwMaxOfIsr => "tidewater.bug.hw.max.of.isr.enable",
+            Bug::KeepDivergentSuffix => "tidewater.bug.keep.divergent.suffix.enable",
+            Bug::NoEpochBump => "tidewater.bug.no.epoch.bump.enable",
+            Bug::ServeUncommitted => "tidewater.bug.serve.uncommitted.enable",
+            Bug::ShrinkIsrWithoutController => "tidewater.bug.shrink.isr.without.controller.enable",
+            Bug::UncleanElectionParse => "tidewater.bug.unclean.election.parse.enable",
+            Bug::IgnoreMinInsync => "tidewater.bug.ignore.min.insync.enable",
+        }
+    }
+
+    /// The short name used by `tidewater detect --bugs` and the detection table.
+    pub fn name(self) -> &'static str {
+        self.setting()
+            .trim_start_matches("tidewater.bug.")
+            .trim_end_matches(".enable")
+    }
+
+    /// What it breaks and the real-world bug class it models (one paragraph).
+    pub fn models(self) -> &'static str {
+        match self {
+            Bug::AckBeforeReplication => "acks=all answered on the leader's local append. Models a leader that completes a delayed produce before the HW passes it (the produce purgatory of KAFKA-1211's title skipped): acks=-1 silently degraded to acks=1, which loses acknowledged records on every failover before the followers fetched them.",
+            Bug::HwMaxOfIsr => "The high watermark is the maximum log end offset of the ISR instead of the minimum. Models an aggregate taken the wrong way round in Partition.maybeIncrementLeaderHW: the leader counts a record committed once any one replica has it.",
+            Bug::KeepDivergentSuffix => "A follower skips truncation (OffsetsForLeaderEpoch) when it starts following a new leader and keeps its divergent suffix. Models the replica-divergence bugs KIP-101 and KIP-279 fixed (KAFKA-1211, KAFKA-6361): replicas that disagree about what is at an offset.",
+            Bug::NoEpochBump => "The controller changes the leader without bumping the leader epoch. Models a re-election that does not fence the old leader (the zombie-leader class behind KIP-101 and KIP-320): two leaders append under one epoch and truncation by epoch cannot tell their suffixes apart.",
+            Bug::ServeUncommitted => "Consumer fetches are served up to the log end offset instead of the high watermark. Models a leader that exposes records above the HW (Kafka reads to the HW so that a consumer never sees what a failover may truncate): consumers read records that are later cut, and values whose produce failed.",
+            Bug::ShrinkIsrWithoutController => "The leader removes lagging followers from its own ISR without an AlterPartition to the controller. Models the ISR-propagation bugs that KIP-497 (AlterIsr) fixed: the leader commits with a smaller ISR than the controller elects from, so the controller may elect a replica that lacks committed records.",
+            Bug::UncleanElectionParse => "The controller reads unclean.leader.election.enable=false as enabled. Models a config parse or precedence bug (a topic override ignored, a default inverted; KIP-106 changed the default to false): an out-of-sync replica is elected and acknowledged records are lost.",
+            Bug::IgnoreMinInsync => "acks=all is acknowledged with an ISR smaller than min.insync.replicas. Models a leader that skips the NOT_ENOUGH_REPLICAS check in Partition.appendRecordsToLeader: the write is durable on fewer replicas than the user asked for, which loses nothing until a second failure. min.insync.replicas itself came out of Jepsen's 2013 Kafka analysis (KAFKA-1555), where an ISR shrunk to the leader alone lost acknowledged writes.",
+        }
+    }
+
+    /// The bug whose setting or short name is `name`.
+    pub fn parse(name: &str) -> Option<Bug> {
+        Bug::ALL
+            .into_iter()
+            .find(|b| b.setting() == name || b.name() == name)
+    }
+}
+
+/// The deliberate bugs switched on in this broker (all off by default, and always off in a
+/// build without the `deliberate-bugs` feature).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bugs {
+    /// Bit `i` set: `Bug::ALL[i]` is on.
+    enabled: u16,
+}
+
+impl Bugs {
+    /// Whether `bug` is on. Always false without the `deliberate-bugs` feature.
+    pub fn on(&self, bug: Bug) -> bool {
+        cfg!(feature = "deliberate-bugs") && self.enabled & Self::bit(bug) != 0
+    }
+
+    /// Switches `bug` on or off.
+    pub fn set(&mut self, bug: Bug, enabled: bool) {
+        if enabled {
+            self.enabled |= Self::bit(bug);
+        } else {
+            self.enabled &= !Self::bit(bug);
+        }
+    }
+
+    fn bit(bug: Bug) -> u16 {
+        let index = Bug::ALL
+            .iter()
+            .position(|b| *b == bug)
+            .expect("every bug is in Bug::ALL");
+        1 << index
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_distinct() {
+        for bug in Bug::ALL {
+            assert_eq!(Bug::parse(bug.setting()), Some(bug));
+            assert_eq!(Bug::parse(bug.name()), Some(bug));
+            assert!(bug.setting().starts_with("tidewater.bug."));
+        }
+        let names: std::collections::BTreeSet<_> = Bug::ALL.iter().map(|b| b.name()).collect();
+        assert_eq!(names.len(), Bug::ALL.len());
+        assert_eq!(Bug::parse("no.such.bug"), None);
+    }
+
+    #[test]
+    fn a_switch_is_on_only_in_a_build_with_the_feature() {
+        let mut bugs = Bugs::default();
+        bugs.set(Bug::NoEpochBump, true);
+        assert_eq!(bugs.on(Bug::NoEpochBump), cfg!(feature = "deliberate-bugs"));
+        assert!(!bugs.on(Bug::ServeUncommitted));
+        bugs.set(Bug::NoEpochBump, false);
+        assert!(!bugs.on(Bug::NoEpochBump));
+    }
+}
