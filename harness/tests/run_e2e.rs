@@ -5,7 +5,7 @@
 
 mod run_support;
 
-use run_support::{can_run, history, json, latest, tidewater};
+use run_support::{can_run, history, json, latest, tidewater, KeptStore};
 
 const SUBNET: &str = "10.214.1.0/24";
 
@@ -14,7 +14,7 @@ fn run_prints_the_seed_stores_everything_and_replay_repeats_the_fault_schedule()
     if !can_run("run_e2e") {
         return;
     }
-    let store = tempfile::tempdir().unwrap();
+    let store = KeptStore::new("run_e2e");
     let store_arg = store.path().to_str().unwrap();
     let first = tidewater(&[
         "run",

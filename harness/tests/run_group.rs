@@ -5,7 +5,7 @@
 
 mod run_support;
 
-use run_support::{can_run, history, json, latest, tidewater};
+use run_support::{can_run, history, json, latest, tidewater, KeptStore};
 
 const SUBNET: &str = "10.216.1.0/24";
 
@@ -14,7 +14,8 @@ fn a_group_run_with_faults_is_valid_and_reports_rebalances_and_redeliveries() {
     if !can_run("run_group") {
         return;
     }
-    let store = tempfile::tempdir().unwrap();
+    // Kept under /tmp/tidewater-failed/ when an assertion fails, for the analysis.
+    let store = KeptStore::new("run_group");
     let run = tidewater(&[
         "run",
         "--workload",

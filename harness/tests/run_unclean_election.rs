@@ -12,7 +12,9 @@
 
 mod run_support;
 
-use run_support::{acked_absent_from_final_reads, can_run, json, latest, tidewater, Outcome};
+use run_support::{
+    acked_absent_from_final_reads, can_run, json, latest, tidewater, KeptStore, Outcome,
+};
 use serde_json::Value;
 
 fn run_plan(store: &std::path::Path, subnet: &str, extra: &[&str]) -> (Outcome, Value) {
@@ -43,7 +45,7 @@ fn unclean_election_loses_acknowledged_writes_and_the_safe_settings_do_not() {
     if !can_run("run_unclean_election") {
         return;
     }
-    let store = tempfile::tempdir().unwrap();
+    let store = KeptStore::new("run_unclean_election");
 
     let (unsafe_run, results) = run_plan(
         store.path(),

@@ -19,7 +19,8 @@ use super::assignor::{Assignment, TopicPartition};
 use super::error::{GroupError, GroupErrorKind};
 use super::offsets::{self, CommittedOffset, LoadedGroups, OFFSETS_TOPIC};
 use super::state::{
-    Group, GroupDescription, GroupLimits, GroupState, JoinRequest, JoinResult, SyncStep,
+    Group, GroupDescription, GroupLimits, GroupState, JoinRequest, JoinResult, MemberIdScope,
+    SyncStep,
 };
 use crate::controller::protocol::CreateTopicRequest;
 use crate::error::{ApiError, ErrorKind};
@@ -83,6 +84,8 @@ struct GroupEntry {
 struct LoadedPartition {
     /// The leader epoch the partition was loaded in; another epoch means reload.
     leader_epoch: u32,
+    /// Where the member ids of this load's groups come from (unlike any other load's).
+    member_ids: MemberIdScope,
     /// Group id -> group.
     groups: Mutex<BTreeMap<String, Arc<GroupEntry>>>,
 }
@@ -106,7 +109,7 @@ pub struct GroupCoordinator {
     config: CoordinatorConfig,
     /// Start of the coordinator's clock (`now_ms` of the state machines); monotonic.
     started: Instant,
-    /// Unix ms at start: part of member ids, so ids of an earlier run never match.
+    /// Unix ms at start: part of member ids, so ids of an earlier process never match.
     incarnation: u64,
     /// Loaded partitions by index.
     partitions: Mutex<BTreeMap<u32, Arc<LoadedPartition>>>,
@@ -327,7 +330,9 @@ impl GroupCoordinator {
                     .describe(now_ms))
             }
             Err(e) if e.kind() == Some(GroupErrorKind::UnknownMemberId) => {
-                let mut dead = Group::new(group_id, 0, self.incarnation, self.config.limits);
+                // No member joins it, so the id scope is never used.
+                let scope = self.member_id_scope(0);
+                let mut dead = Group::new(group_id, 0, scope, self.config.limits);
                 dead.unload();
                 Ok(dead.describe(self.now_ms()))
             }
@@ -483,7 +488,7 @@ impl GroupCoordinator {
                 format!("group {group_id} has no members"),
             ));
         }
-        let group = Group::new(group_id, 0, self.incarnation, self.config.limits);
+        let group = Group::new(group_id, 0, loaded.member_ids, self.config.limits);
         let entry = new_entry(partition, group, BTreeMap::new());
         groups.insert(group_id.to_string(), entry.clone());
         Ok(entry)
@@ -519,13 +524,14 @@ impl GroupCoordinator {
         // A large partition takes a while to read: let the runtime move other tasks away.
         let loaded_groups =
             crate::api::records::run_maybe_blocking(true, || self.read_partition(partition))?;
+        let member_ids = self.member_id_scope(leader_epoch);
         let groups = loaded_groups
             .group_ids()
             .into_iter()
             .map(|id| {
                 let generation = loaded_groups.generations.get(&id).copied().unwrap_or(0);
                 let offsets = loaded_groups.offsets.get(&id).cloned().unwrap_or_default();
-                let group = Group::new(&id, generation, self.incarnation, self.config.limits);
+                let group = Group::new(&id, generation, member_ids, self.config.limits);
                 (id, new_entry(partition, group, offsets))
             })
             .collect::<BTreeMap<_, _>>();
@@ -537,6 +543,7 @@ impl GroupCoordinator {
         );
         let loaded = Arc::new(LoadedPartition {
             leader_epoch,
+            member_ids,
             groups: Mutex::new(groups),
         });
         let replaced = self
@@ -551,6 +558,15 @@ impl GroupCoordinator {
             }
         }
         Ok(loaded)
+    }
+
+    /// The member id scope of a load in `leader_epoch` by this coordinator process.
+    fn member_id_scope(&self, leader_epoch: u32) -> MemberIdScope {
+        MemberIdScope {
+            broker_id: self.broker.config.broker_id,
+            incarnation: self.incarnation,
+            leader_epoch,
+        }
     }
 
     /// The leader epoch this broker leads `partition` of the offsets topic in.

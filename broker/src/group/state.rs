@@ -160,6 +160,35 @@ struct Member {
     assignment: Option<Vec<TopicPartition>>,
 }
 
+/// Where a group's member ids come from: one load of its offsets partition by one coordinator
+/// process. Ids handed out by two loads never match: not when two brokers started in the same
+/// millisecond, not when one broker leads the partition again in a later leader epoch. A member
+/// of an earlier load that rejoins with its id therefore gets UNKNOWN_MEMBER_ID and joins anew,
+/// instead of being taken for the new member that was given the same id (and being handed
+/// that member's partitions in the same generation). Kafka appends a random UUID to the client
+/// id for the same purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberIdScope {
+    /// The coordinator's `broker.id`.
+    pub broker_id: u32,
+    /// The coordinator process's start (unix ms): a restarted broker's loads differ from the
+    /// loads of its earlier processes.
+    pub incarnation: u64,
+    /// The leader epoch the offsets partition was loaded in: one process loads a partition at
+    /// most once per epoch.
+    pub leader_epoch: u32,
+}
+
+impl MemberIdScope {
+    /// The id of the `seq`-th member to join `client_id`'s group in this load.
+    pub fn member_id(&self, client_id: &str, seq: u64) -> String {
+        format!(
+            "{client_id}-{}-{}-{}-{seq}",
+            self.broker_id, self.incarnation, self.leader_epoch
+        )
+    }
+}
+
 /// Why a rebalance happened, with its time, for describe and for the harness's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RebalanceNote {
@@ -179,8 +208,10 @@ pub struct Group {
     protocol: Option<String>,
     leader_id: Option<String>,
     members: BTreeMap<String, Member>,
-    /// Distinguishes member ids across coordinator incarnations.
-    incarnation: u64,
+    /// Makes this group's member ids unlike those of any other load of it (another broker's,
+    /// or this broker's in another leader epoch), so an old member's id is never taken for a
+    /// new member's.
+    member_ids: MemberIdScope,
     next_member_seq: u64,
     next_join_seq: u64,
     /// PreparingRebalance ends here at the latest (the largest rebalance timeout).
@@ -249,9 +280,13 @@ fn error(kind: GroupErrorKind, message: impl Into<String>) -> GroupError {
 
 impl Group {
     /// A new, Empty group starting after `generation` (0 for a group never seen; the stored
-    /// generation for a loaded one). `incarnation` makes member ids unique across coordinator
-    /// restarts (the coordinator's start time).
-    pub fn new(group_id: &str, generation: u64, incarnation: u64, limits: GroupLimits) -> Group {
+    /// generation for a loaded one), with member ids from `member_ids` (this load's).
+    pub fn new(
+        group_id: &str,
+        generation: u64,
+        member_ids: MemberIdScope,
+        limits: GroupLimits,
+    ) -> Group {
         Group {
             group_id: group_id.to_string(),
             state: GroupState::Empty,
@@ -259,7 +294,7 @@ impl Group {
             protocol: None,
             leader_id: None,
             members: BTreeMap::new(),
-            incarnation,
+            member_ids,
             next_member_seq: 0,
             next_join_seq: 0,
             rebalance_deadline_ms: 0,
@@ -429,10 +464,9 @@ impl Group {
                     )));
                 }
                 self.next_member_seq += 1;
-                let id = format!(
-                    "{}-{}-{}",
-                    request.client_id, self.incarnation, self.next_member_seq
-                );
+                let id = self
+                    .member_ids
+                    .member_id(&request.client_id, self.next_member_seq);
                 self.members.insert(id.clone(), new_member(now_ms, request));
                 (id, true)
             }

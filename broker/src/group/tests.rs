@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use super::assignor::{self, Assignment, TopicPartition};
 use super::error::GroupErrorKind;
-use super::state::{Group, GroupLimits, GroupState, JoinRequest, JoinResult, SyncStep};
+use super::state::{
+    Group, GroupLimits, GroupState, JoinRequest, JoinResult, MemberIdScope, SyncStep,
+};
 
 const SESSION_MS: u64 = 1_000;
 const POLL_MS: u64 = 5_000;
@@ -21,8 +23,15 @@ fn request(member_id: Option<&str>, topics: &[&str]) -> JoinRequest {
     }
 }
 
+/// Member ids of broker 1's coordinator, started at unix ms 42, leading in epoch 0.
+const SCOPE: MemberIdScope = MemberIdScope {
+    broker_id: 1,
+    incarnation: 42,
+    leader_epoch: 0,
+};
+
 fn group() -> Group {
-    let mut group = Group::new("g", 0, 42, GroupLimits::default());
+    let mut group = Group::new("g", 0, SCOPE, GroupLimits::default());
     group.observe_topics(&["t0".to_string(), "t1".to_string()], counts);
     group
 }
@@ -79,8 +88,8 @@ fn first_member_becomes_leader_and_group_goes_stable() {
     assert_eq!(g.state(), GroupState::Empty);
     let a = g.join(0, request(None, &["t0"])).unwrap();
     assert_eq!(
-        a, "c-42-1",
-        "ids carry the client id, incarnation and a sequence"
+        a, "c-1-42-0-1",
+        "ids carry the client id, broker id, incarnation, leader epoch and a sequence"
     );
     assert_eq!(g.state(), GroupState::CompletingRebalance);
     let result = joined(&mut g, 0, &a);
@@ -415,7 +424,7 @@ fn a_failed_assignment_store_starts_a_new_rebalance() {
 
 #[test]
 fn a_loaded_group_continues_its_generations() {
-    let mut g = Group::new("g", 7, 1, GroupLimits::default());
+    let mut g = Group::new("g", 7, SCOPE, GroupLimits::default());
     let a = g.join(0, request(None, &["t0"])).unwrap();
     assert_eq!(joined(&mut g, 0, &a).generation, 8);
     g.unload();
@@ -438,4 +447,65 @@ fn next_deadline_is_the_earliest_session_or_round_end() {
     assert_eq!(g.next_deadline_ms(), Some(SESSION_MS + 1));
     g.heartbeat(400, &a, 1, true).unwrap();
     assert_eq!(g.next_deadline_ms(), Some(400 + SESSION_MS + 1));
+}
+
+/// A group as the coordinator of broker `broker_id`, started at unix ms `incarnation`, builds
+/// it when it loads the offsets partition in `leader_epoch`.
+fn loaded(generation: u64, broker_id: u32, incarnation: u64, leader_epoch: u32) -> Group {
+    let member_ids = MemberIdScope {
+        broker_id,
+        incarnation,
+        leader_epoch,
+    };
+    let mut group = Group::new("g", generation, member_ids, GroupLimits::default());
+    group.observe_topics(&["t0".to_string()], counts);
+    group
+}
+
+/// The run_group failure (`group-split-ownership`): brokers 2 and 3 started in the same
+/// millisecond, so after broker 2 died, broker 3's coordinator handed out the very ids broker
+/// 2's had. A member of broker 2's time that kept its id (its calls to the dead broker failed
+/// with connection errors, which keep the id) rejoined broker 3 with it, was taken for the new
+/// member that had been given the same id, and got that member's partitions in the same
+/// generation. Member ids must never match across loads: not across brokers started in the
+/// same millisecond, not across two loads by one broker in two leader epochs.
+#[test]
+fn member_ids_of_two_loads_never_match() {
+    const STARTED_MS: u64 = 1_796_130_522_486;
+    let join_all = |g: &mut Group, now_ms: u64, n: usize| -> Vec<String> {
+        (0..n)
+            .map(|_| g.join(now_ms, request(None, &["t0"])).unwrap())
+            .collect()
+    };
+    // Broker 2 coordinates in epoch 0: three members.
+    let mut old = loaded(0, 2, STARTED_MS, 0);
+    let olds = join_all(&mut old, 0, 3);
+    // Broker 2 dies; broker 3 loads generation 5 in epoch 1. The first new member makes
+    // generation 6 alone, two more join, it rejoins: generation 7 has the three, Stable.
+    let mut new = loaded(5, 3, STARTED_MS, 1);
+    let news = join_all(&mut new, 0, 3);
+    new.join(0, request(Some(&news[0]), &["t0"])).unwrap();
+    let leader = joined(&mut new, 0, &news[0]);
+    assert_eq!((leader.generation, leader.members.len()), (7, 3));
+    let assignment = lead_sync(&mut new, 0, &leader);
+    assert_eq!(new.state(), GroupState::Stable);
+    assert!(!assignment[&news[1]].is_empty());
+    for id in &olds {
+        assert!(!news.contains(id), "{id} was handed out by both brokers");
+        // Before the fix, the old member holding news[1]'s id got generation 7 at once (a
+        // follower rejoining a Stable group unchanged) and news[1]'s partitions on sync.
+        assert_eq!(
+            kind(new.join(1, request(Some(id), &["t0"]))),
+            GroupErrorKind::UnknownMemberId,
+            "an old member must rejoin without its id"
+        );
+    }
+    assert_eq!(new.state(), GroupState::Stable, "nothing changed");
+    // Broker 2 leads again later (epoch 2) without having restarted: its new load's ids are
+    // new too.
+    let mut again = loaded(6, 2, STARTED_MS, 2);
+    let agains = join_all(&mut again, 0, 3);
+    for id in olds.iter().chain(&news) {
+        assert!(!agains.contains(id), "{id} was handed out by two loads");
+    }
 }

@@ -119,3 +119,70 @@ pub fn acked_absent_from_final_reads(run_dir: &Path) -> (u64, u64) {
         .count() as u64;
     (acked.len() as u64, absent)
 }
+
+/// Where failed runs' stores are copied.
+pub const FAILED_STORES_DIR: &str = "/tmp/tidewater-failed";
+
+/// A temporary `--store` that is kept when the test fails: on a panic (a failed assertion)
+/// it is copied to `/tmp/tidewater-failed/<test>-<unix secs>-<pid>/` and the path is printed,
+/// so the history and the brokers' logs of a rare failure can be analysed afterwards. A test
+/// that passes leaves nothing behind.
+pub struct KeptStore {
+    dir: tempfile::TempDir,
+    test: &'static str,
+}
+
+impl KeptStore {
+    /// A fresh store for `test` (its name names the kept copy).
+    pub fn new(test: &'static str) -> KeptStore {
+        KeptStore {
+            dir: tempfile::tempdir().expect("a temporary store"),
+            test,
+        }
+    }
+
+    /// The store's path, for `--store`.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Copies the store to [`FAILED_STORES_DIR`]; returns the copy's path.
+    pub fn keep(&self) -> std::io::Result<PathBuf> {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let kept = Path::new(FAILED_STORES_DIR).join(format!(
+            "{}-{secs}-{}",
+            self.test,
+            std::process::id()
+        ));
+        std::fs::create_dir_all(FAILED_STORES_DIR)?;
+        // `cp -a` keeps `latest` a symlink and the nodes' files as they are.
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(self.dir.path())
+            .arg(&kept)
+            .status()?;
+        if !status.success() {
+            return Err(std::io::Error::other(format!("cp -a exited {status}")));
+        }
+        Ok(kept)
+    }
+}
+
+impl Drop for KeptStore {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        match self.keep() {
+            Ok(kept) => eprintln!(
+                "{} failed: its store is kept at {} (latest run: {}/latest)",
+                self.test,
+                kept.display(),
+                kept.display()
+            ),
+            Err(e) => eprintln!("{} failed: keeping its store failed: {e}", self.test),
+        }
+    }
+}
