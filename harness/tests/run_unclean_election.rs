@@ -12,32 +12,21 @@
 
 mod run_support;
 
-use run_support::{
-    acked_absent_from_final_reads, can_run, json, latest, tidewater, KeptStore, Outcome,
-};
+use run_support::{acked_absent_from_final_reads, can_run, latest, run_into, KeptStore, Outcome};
 use serde_json::Value;
 
 fn run_plan(store: &std::path::Path, subnet: &str, extra: &[&str]) -> (Outcome, Value) {
     let mut args = vec![
-        "run",
         "--plan",
         "unclean-election",
         "--time-limit",
         "45",
         "--seed",
         "5",
-        "--rate",
-        "100",
-        "--store",
-        store.to_str().unwrap(),
-        "--subnet",
-        subnet,
-        "--plain",
     ];
+    args.extend_from_slice(&["--rate", "100"]);
     args.extend_from_slice(extra);
-    let out = tidewater(&args);
-    let results = json(&latest(store).join("results.json"));
-    (out, results)
+    run_into(store, subnet, &args)
 }
 
 #[test]

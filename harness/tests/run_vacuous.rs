@@ -11,29 +11,16 @@
 
 mod run_support;
 
-use run_support::{can_run, json, latest, tidewater};
+use run_support::{can_run, run_into};
 
 fn run(
     store: &std::path::Path,
     subnet: &str,
     extra: &[&str],
 ) -> (run_support::Outcome, serde_json::Value) {
-    let mut args = vec![
-        "run",
-        "--seed",
-        "3",
-        "--rate",
-        "50",
-        "--store",
-        store.to_str().unwrap(),
-        "--subnet",
-        subnet,
-        "--plain",
-    ];
+    let mut args = vec!["--seed", "3", "--rate", "50"];
     args.extend_from_slice(extra);
-    let out = tidewater(&args);
-    let results = json(&latest(store).join("results.json"));
-    (out, results)
+    run_into(store, subnet, &args)
 }
 
 #[test]

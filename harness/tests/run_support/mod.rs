@@ -50,6 +50,23 @@ pub fn tidewater(args: &[&str]) -> Outcome {
     }
 }
 
+/// Runs `tidewater run ARGS --store STORE --subnet SUBNET --plain` and returns what it did
+/// with the `results.json` of the run it stored.
+pub fn run_into(store: &Path, subnet: &str, args: &[&str]) -> (Outcome, Value) {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&[
+        "--store",
+        store.to_str().unwrap(),
+        "--subnet",
+        subnet,
+        "--plain",
+    ]);
+    let out = tidewater(&all);
+    let results = json(&latest(store).join("results.json"));
+    (out, results)
+}
+
 /// The run directory `store/latest` points at.
 pub fn latest(store: &Path) -> PathBuf {
     let link = store.join("latest");
