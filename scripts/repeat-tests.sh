@@ -20,8 +20,8 @@ if [ "$#" -gt 0 ]; then
   binaries=("$@")
 else
   binaries=(cluster_broker cluster_local cluster_sigint_run cluster_ssh matrix_e2e nemesis_broker
-    run_e2e run_group run_leader_isolation run_unclean_election run_vacuous ssh_chaos
-    ssh_unreachable replication groups_cluster crash)
+    nightly_local run_e2e run_group run_leader_isolation run_power_loss run_unclean_election
+    run_vacuous ssh_chaos ssh_unreachable replication groups_cluster crash connections)
 fi
 
 # The newest test executable of a binary (target/debug/deps/<name>-<hash>).
