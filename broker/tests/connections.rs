@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{Broker, Client};
+use common::{read_answer, Broker, Client};
 use serde_json::{json, Value};
 
 /// Bound on every wait for the broker to answer or to close a connection.
@@ -40,34 +40,6 @@ fn read_until_closed(mut stream: TcpStream) -> Result<Vec<u8>, String> {
                 ))
             }
         }
-    }
-}
-
-/// Reads one answer with a `content-length` body; returns (status, body).
-fn read_answer(stream: &mut TcpStream) -> (u16, String) {
-    let mut seen = Vec::new();
-    let mut buffer = [0u8; 4096];
-    loop {
-        let text = String::from_utf8_lossy(&seen).into_owned();
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse().unwrap())
-                })
-                .unwrap_or_else(|| panic!("no content-length in {head:?}"));
-            if body.len() >= length {
-                let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-                return (status, body[..length].to_string());
-            }
-        }
-        let n = stream
-            .read(&mut buffer)
-            .unwrap_or_else(|e| panic!("no whole answer ({e}); read so far: {text:?}"));
-        assert!(n > 0, "closed before a whole answer; read so far: {text:?}");
-        seen.extend_from_slice(&buffer[..n]);
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -36,30 +36,8 @@ fn raw_answer(controller: &Broker, head: String, body_bytes: usize) -> (u16, Val
         }
         Ok::<(), std::io::Error>(())
     });
-    let mut seen = Vec::new();
-    let mut buffer = [0u8; 4096];
-    let answer = loop {
-        let text = String::from_utf8_lossy(&seen).into_owned();
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse().unwrap())
-                })
-                .unwrap_or_else(|| panic!("no content-length in {head:?}"));
-            if body.len() >= length {
-                let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-                break (status, serde_json::from_str(&body[..length]).unwrap());
-            }
-        }
-        let n = stream
-            .read(&mut buffer)
-            .unwrap_or_else(|e| panic!("no whole answer ({e}); read so far: {text:?}"));
-        assert!(n > 0, "closed before a whole answer; read so far: {text:?}");
-        seen.extend_from_slice(&buffer[..n]);
-    };
+    let (status, body) = common::read_answer(&mut stream);
+    let answer = (status, serde_json::from_str(&body).unwrap());
     drop(stream);
     // The broker may close before the whole body went out; the writer then fails, which is fine.
     let _ = sending.join();
