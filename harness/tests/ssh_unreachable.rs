@@ -52,6 +52,15 @@ fn cluster_file(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+/// Everything a finished `tidewater` printed, standard output then standard error.
+fn printed(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 #[test]
 fn unreachable_hosts_are_named_in_one_error_instead_of_a_hang() {
     if !ssh_installed() {
@@ -115,11 +124,7 @@ fn the_cli_reports_an_unreachable_cluster_as_a_setup_failure() {
     let out = rx
         .recv_timeout(HANG_BOUND)
         .expect("tidewater run must not hang on unreachable hosts");
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let all = printed(&out);
     assert_eq!(out.status.code(), Some(3), "setup failure expected:\n{all}");
     assert!(all.contains("unreachable over ssh"), "{all}");
     assert!(all.contains("127.0.0.3"), "{all}");
@@ -148,11 +153,7 @@ fn a_matrix_on_an_unreachable_cluster_stops_before_its_first_run_with_one_messag
         .arg(&store)
         .output()
         .unwrap();
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let all = printed(&out);
     assert_eq!(out.status.code(), Some(3), "{all}");
     assert!(all.contains("matrix not started"), "{all}");
     assert_eq!(
