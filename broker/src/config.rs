@@ -114,6 +114,13 @@ pub struct Config {
     /// `controller.address`: base URL of the controller (`http://HOST:PORT`); `None` runs a
     /// single broker without a controller.
     pub controller_address: Option<String>,
+    /// `kafka.listeners`: where Kafka's binary protocol is served; `None` = off.
+    pub kafka_listener: Option<SocketAddr>,
+    /// `kafka.advertised.listeners`: `HOST:PORT` Kafka clients are told in metadata; `None` =
+    /// the bound address (with the HTTP advertised host when bound to every interface).
+    pub kafka_advertised_listener: Option<String>,
+    /// `socket.request.max.bytes`: largest Kafka request frame accepted.
+    pub socket_request_max_bytes: u64,
     /// `max.connections`: open client connections at most; more wait in the listen backlog.
     pub max_connections: usize,
     /// `connections.max.idle.ms`: a connection with no request in progress and no traffic for
@@ -165,6 +172,9 @@ impl Default for Config {
             broker_session_timeout_ms: 9_000,
             broker_heartbeat_interval_ms: 500,
             controller_address: None,
+            kafka_listener: None,
+            kafka_advertised_listener: None,
+            socket_request_max_bytes: 104_857_600,
             auto_create_topics_enable: false,
             max_connections: 4096,
             connections_max_idle_ms: 600_000,
@@ -225,6 +235,9 @@ pub const SETTINGS: &[Setting] = &[
     setting("replica.high.watermark.checkpoint.interval.ms", "5000", "How often each replica writes its HW to `replication-offset-checkpoint` in its partition directory."),
     setting("tidewater.unsafe.truncate.to.hw.enable", "false", "UNSAFE (pre-KIP-101): a follower truncates to its HW on restart or leader change instead of by leader epoch; can lose acknowledged records and make replicas diverge."),
     setting("tidewater.unsafe.serve.lagging.hw.enable", "false", "UNSAFE (pre-KIP-207): a new leader whose HW is below its epoch start serves reads anyway instead of OFFSET_NOT_AVAILABLE; consumers can see the HW go back."),
+    setting("kafka.listeners", "", "Address Kafka's binary protocol is served on, `PLAINTEXT://HOST:PORT` (docs/kafka-protocol.md); empty = off. Port 0 picks a free port and the binary prints `kafka listening on HOST:PORT` on stdout after the `listening on` line."),
+    setting("kafka.advertised.listeners", "", "`PLAINTEXT://HOST:PORT` Kafka clients are given in metadata; empty = the bound address (the host of the HTTP advertised URL when bound to every interface)."),
+    setting("socket.request.max.bytes", "104857600", "Largest Kafka request frame accepted; a larger size prefix closes the connection before the body is read (Kafka's name and default)."),
     setting("controller.address", "", "Base URL of the controller (`http://HOST:PORT`); empty = a single broker without controller."),
     setting("auto.create.topics.enable", "false", "Produce to an unknown topic creates it with the defaults. Off here (Kafka: on) so a mistyped topic fails loudly in a test instead of creating a new topic."),
 ];
@@ -303,6 +316,49 @@ fn parse_listener(name: &str, value: &str) -> Result<SocketAddr, ConfigError> {
         .ok()
         .and_then(|mut addresses| addresses.next())
         .ok_or_else(|| invalid(name, value, &format!("cannot resolve host {host:?}")))
+}
+
+/// The Kafka listener's `HOST:PORT` from `PLAINTEXT://HOST:PORT` (the only security protocol
+/// served); empty = off.
+fn kafka_host_port<'a>(name: &str, value: &'a str) -> Result<Option<&'a str>, ConfigError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if value.contains(',') {
+        return Err(invalid(name, value, "only one Kafka listener is supported"));
+    }
+    match value.split_once("://") {
+        Some(("PLAINTEXT", address)) => Ok(Some(address)),
+        Some((protocol, _)) => Err(invalid(
+            name,
+            value,
+            &format!("security protocol {protocol} is not supported, only PLAINTEXT"),
+        )),
+        None => Err(invalid(
+            name,
+            value,
+            "expected PLAINTEXT://HOST:PORT, e.g. PLAINTEXT://127.0.0.1:19092",
+        )),
+    }
+}
+
+fn parse_kafka_listener(name: &str, value: &str) -> Result<Option<SocketAddr>, ConfigError> {
+    match kafka_host_port(name, value)? {
+        None => Ok(None),
+        Some(address) => parse_listener(name, address).map(Some),
+    }
+}
+
+fn parse_kafka_advertised(name: &str, value: &str) -> Result<Option<String>, ConfigError> {
+    match kafka_host_port(name, value)? {
+        None => Ok(None),
+        Some(address) => {
+            check_node_url(&format!("http://{address}"))
+                .map_err(|why| invalid(name, value, &why))?;
+            Ok(Some(address.to_string()))
+        }
+    }
 }
 
 fn optional_url(name: &str, value: &str) -> Result<Option<String>, ConfigError> {
@@ -412,6 +468,13 @@ impl Config {
             "broker.id" => self.broker_id = parse(name, value, "a non-negative integer")?,
             "listeners" => self.listener = parse_listener(name, value)?,
             "advertised.listeners" => self.advertised_listener = optional_url(name, value)?,
+            "kafka.listeners" => self.kafka_listener = parse_kafka_listener(name, value)?,
+            "kafka.advertised.listeners" => {
+                self.kafka_advertised_listener = parse_kafka_advertised(name, value)?
+            }
+            "socket.request.max.bytes" => {
+                self.socket_request_max_bytes = parse_positive(name, value)?
+            }
             "log.dirs" => pending.log_dirs = Some(parse_dirs(name, value)?),
             "log.dir" => pending.log_dir = Some(parse_dirs(name, value)?),
             "log.segment.bytes" => self.log_segment_bytes = parse_positive(name, value)?,
@@ -559,6 +622,22 @@ impl Config {
             index_interval_bytes: self.log_index_interval_bytes,
             max_message_bytes: self.message_max_bytes,
         }
+    }
+
+    /// The `HOST:PORT` Kafka clients are given: `kafka.advertised.listeners`, or the bound
+    /// Kafka address, with the host of `advertised_url` when bound to every interface.
+    pub fn kafka_advertised(&self, bound: SocketAddr, advertised_url: &str) -> String {
+        if let Some(address) = &self.kafka_advertised_listener {
+            return address.clone();
+        }
+        if !bound.ip().is_unspecified() {
+            return bound.to_string();
+        }
+        let host = advertised_url
+            .trim_start_matches("http://")
+            .rsplit_once(':')
+            .map_or("127.0.0.1", |(host, _)| host);
+        format!("{host}:{}", bound.port())
     }
 
     /// The URL this node advertises: `advertised.listeners`, or the bound address.

@@ -28,6 +28,7 @@ pub mod controller;
 pub mod error;
 pub mod group;
 pub mod http;
+pub mod kafka;
 pub mod metrics;
 pub mod partition;
 pub mod replication;

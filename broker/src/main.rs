@@ -101,9 +101,20 @@ async fn serve(config: Config) -> Result<(), String> {
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let mut stdout = std::io::stdout();
     let _ = writeln!(stdout, "listening on {bound}");
+    let kafka = match (config.role, config.kafka_listener) {
+        (Role::Broker, Some(address)) => {
+            let kafka = tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|e| format!("cannot bind kafka.listeners={address}: {e}"))?;
+            let bound = kafka.local_addr().map_err(|e| e.to_string())?;
+            let _ = writeln!(stdout, "kafka listening on {bound}");
+            Some(kafka)
+        }
+        _ => None,
+    };
     let _ = stdout.flush();
     let result = match config.role {
-        Role::Broker => server::run(listener, config, shutdown_signal()).await,
+        Role::Broker => server::run_with_kafka(listener, kafka, config, shutdown_signal()).await,
         Role::Controller => server::run_controller(listener, config, shutdown_signal()).await,
     };
     result.map_err(|e| e.to_string())

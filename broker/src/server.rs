@@ -54,8 +54,23 @@ impl Broker {
 
 /// Serves the broker on `listener` until `shutdown` resolves, then finishes in-flight requests,
 /// flushes every log and returns. Opens (recovers) every partition before accepting requests.
+/// Binds `kafka.listeners` itself when it is set; [`run_with_kafka`] takes it bound.
 pub async fn run(
     listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let kafka = match config.kafka_listener {
+        Some(address) => Some(TcpListener::bind(address).await?),
+        None => None,
+    };
+    run_with_kafka(listener, kafka, config, shutdown).await
+}
+
+/// [`run`] with the Kafka listener (`kafka.listeners`) already bound, or `None` when off.
+pub async fn run_with_kafka(
+    listener: TcpListener,
+    kafka: Option<TcpListener>,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
@@ -66,8 +81,16 @@ pub async fn run(
         .expect("catalog opening panicked")?;
     let (stop, stopping) = watch::channel(false);
     let advertised_url = config.advertised_url(bound);
-    let cluster = crate::replication::ReplicationConfig::from_config(&config, &advertised_url)
-        .map(crate::replication::ReplicaManager::new);
+    let kafka_advertised = match &kafka {
+        Some(kafka) => Some(config.kafka_advertised(kafka.local_addr()?, &advertised_url)),
+        None => None,
+    };
+    let cluster = crate::replication::ReplicationConfig::from_config(&config, &advertised_url).map(
+        |mut settings| {
+            settings.kafka_address = kafka_advertised.clone();
+            crate::replication::ReplicaManager::new(settings)
+        },
+    );
     let broker = Arc::new(Broker {
         advertised_url,
         cluster,
@@ -84,7 +107,19 @@ pub async fn run(
     );
     let retention = tokio::spawn(retention_task(broker.clone()));
     let replication = broker.cluster.as_ref().map(|c| c.start(broker.clone()));
-    let app = crate::api::router(broker.clone());
+    let coordinator = crate::group::GroupCoordinator::new(
+        broker.clone(),
+        crate::group::CoordinatorConfig::default(),
+    );
+    let kafka_task = kafka.zip(kafka_advertised).map(|(listener, advertised)| {
+        let context = crate::kafka::KafkaContext {
+            broker: broker.clone(),
+            coordinator: coordinator.clone(),
+            advertised,
+        };
+        tokio::spawn(crate::kafka::serve(listener, context))
+    });
+    let app = crate::api::router(broker.clone(), coordinator);
     let limits = crate::http::ConnectionLimits::from_config(&broker.config);
     crate::http::serve(listener, app, limits, async move {
         shutdown.await;
@@ -92,6 +127,10 @@ pub async fn run(
     })
     .await;
     // Wait for the aborted tasks to be dropped, so nothing uses the logs after the flush below.
+    if let Some(task) = kafka_task {
+        task.abort();
+        let _ = task.await;
+    }
     retention.abort();
     let _ = retention.await;
     if let Some(task) = replication {

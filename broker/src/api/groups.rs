@@ -14,8 +14,7 @@ use super::extract::{ApiJson, ApiPath};
 use crate::group::assignor::{Assignment, TopicPartition, RANGE};
 use crate::group::coordinator::{CoordinatorInfo, SyncResult};
 use crate::group::state::{GroupDescription, GroupState, JoinRequest, JoinResult};
-use crate::group::{CoordinatorConfig, GroupCoordinator, GroupError};
-use crate::server::Broker;
+use crate::group::{GroupCoordinator, GroupError};
 
 /// Default `session_timeout_ms` (Kafka's `session.timeout.ms`: 45000).
 pub const SESSION_TIMEOUT_DEFAULT_MS: u64 = 45_000;
@@ -27,8 +26,8 @@ pub const HEARTBEAT_INTERVAL_DEFAULT_MS: u64 = 3_000;
 pub const SUBSCRIPTION_TOPICS_MAX: usize = 1_000;
 
 /// The group routes with their coordinator as state, ready to merge into the client routes.
-pub fn routes<S: Clone + Send + Sync + 'static>(broker: Arc<Broker>) -> Router<S> {
-    let coordinator = GroupCoordinator::new(broker, CoordinatorConfig::default());
+/// The Kafka listener shares the same coordinator.
+pub fn routes<S: Clone + Send + Sync + 'static>(coordinator: Arc<GroupCoordinator>) -> Router<S> {
     Router::new()
         .route("/v1/groups", get(list))
         .route("/v1/groups/{group}", get(describe))

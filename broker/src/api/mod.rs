@@ -56,10 +56,10 @@ pub fn client_routes() -> Router<Arc<Broker>> {
 }
 
 /// The whole application: routes, JSON errors for unknown routes and methods, body limits and
-/// request metrics.
-pub fn router(broker: Arc<Broker>) -> Router {
+/// request metrics; the group routes on `coordinator`.
+pub fn router(broker: Arc<Broker>, coordinator: Arc<crate::group::GroupCoordinator>) -> Router {
     let app = client_routes()
-        .merge(groups::routes(broker.clone()))
+        .merge(groups::routes(coordinator))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(ADMIN_BODY_MAX_BYTES))

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::extract::{decode_json, ApiJson, ApiPath, ApiQuery};
 use crate::error::{ApiError, ErrorKind};
 use crate::metrics::Metrics;
-use crate::partition::{Isolation, Partition};
+use crate::partition::{Isolation, Partition, PartitionOffsets};
 use crate::server::{now_ms, Broker};
 use crate::storage::{LogConfig, Record, StoredRecord};
 use crate::topics::{validate_topic_name, Topic, TopicMeta};
@@ -370,15 +370,97 @@ pub async fn produce(
 ) -> Result<Json<ProduceResponse>, ApiError> {
     validate_topic_name(&topic_name)?;
     let (topic, partition) = partition_for_produce(&broker, &topic_name, index).await?;
-    let log_config = topic.config.log_config(&broker.config);
-    let limits = ProduceLimits {
-        max_message_bytes: log_config.max_message_bytes,
+    let limits = produce_limits(&broker, &topic);
+    let batch = read_batch(body, limits).await?;
+    produce_batch(&broker, &topic, &partition, batch)
+        .await
+        .map(Json)
+}
+
+/// The limits a produce to `topic` is checked against, with the leader's clock now.
+fn produce_limits(broker: &Broker, topic: &Topic) -> ProduceLimits {
+    ProduceLimits {
+        max_message_bytes: topic.config.log_config(&broker.config).max_message_bytes,
         timestamp_difference_max_ms: topic
             .config
             .message_timestamp_difference_max_ms(&broker.config),
         now_ms: now_ms(),
+    }
+}
+
+/// A produce of records decoded by another front end (the Kafka listener): the same checks
+/// and the same leader path as `POST .../records`. `batch_bytes` is the size of the batch as
+/// the client encoded it, checked against `max.message.bytes`.
+pub async fn produce_records(
+    broker: &Broker,
+    topic_name: &str,
+    index: u32,
+    input: ProduceInput,
+) -> Result<ProduceResponse, ApiError> {
+    validate_topic_name(topic_name)?;
+    let (topic, partition) = partition_for_produce(broker, topic_name, index).await?;
+    let limits = produce_limits(broker, &topic);
+    if input.batch_bytes > limits.max_message_bytes {
+        return Err(ApiError::new(
+            ErrorKind::MessageTooLarge,
+            format!(
+                "the batch is {} bytes, more than max.message.bytes={}",
+                input.batch_bytes, limits.max_message_bytes
+            ),
+        ));
+    }
+    if input.records.is_empty() {
+        return Err(ApiError::invalid_request("records must not be empty"));
+    }
+    if input.timeout_ms > PRODUCE_TIMEOUT_MAX_MS {
+        return Err(ApiError::invalid_request(format!(
+            "timeout must be at most {PRODUCE_TIMEOUT_MAX_MS} ms, got {}",
+            input.timeout_ms
+        )));
+    }
+    for (i, record) in input.records.iter().enumerate() {
+        check_timestamp(i, record.timestamp_ms, limits)?;
+    }
+    let bytes = input
+        .records
+        .iter()
+        .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
+        .sum();
+    let batch = ProduceBatch {
+        acks: input.acks,
+        leader_epoch: input.leader_epoch,
+        timeout_ms: input.timeout_ms,
+        count: input.records.len() as u64,
+        bytes,
+        records: input.records,
     };
-    let batch = read_batch(body, limits).await?;
+    produce_batch(broker, &topic, &partition, batch).await
+}
+
+/// A produce decoded by another front end: records with their timestamps, and the request's
+/// acks, timeout and leader epoch.
+#[derive(Debug)]
+pub struct ProduceInput {
+    /// Which replicas must have the batch before the answer.
+    pub acks: Acks,
+    /// With acks=all, how long to wait for the HW.
+    pub timeout_ms: u64,
+    /// The client's leader epoch (KIP-320), if it sent one.
+    pub leader_epoch: Option<u32>,
+    /// The records, appended atomically.
+    pub records: Vec<Record>,
+    /// The encoded size of the batch, checked against `max.message.bytes`.
+    pub batch_bytes: u64,
+}
+
+/// Appends a validated batch: the leader path in a cluster, the local log alone.
+async fn produce_batch(
+    broker: &Broker,
+    topic: &Topic,
+    partition: &Partition,
+    batch: ProduceBatch,
+) -> Result<ProduceResponse, ApiError> {
+    let log_config = topic.config.log_config(&broker.config);
     let (count, bytes) = (batch.count, batch.bytes);
     let min_insync_replicas = topic.config.min_insync_replicas(&broker.config);
     let answer = match &broker.cluster {
@@ -392,7 +474,7 @@ pub async fn produce(
                 leader_epoch: batch.leader_epoch,
             };
             let appended = cluster
-                .produce_with(&topic_name, index, batch.records, options)
+                .produce_with(&topic.name, partition.partition, batch.records, options)
                 .await?;
             produce_answer(
                 acks,
@@ -403,11 +485,11 @@ pub async fn produce(
                 appended.isr_size,
             )
         }
-        None => append_standalone(&partition, batch, &log_config, min_insync_replicas).await?,
+        None => append_standalone(partition, batch, &log_config, min_insync_replicas).await?,
     };
     Metrics::add(&broker.metrics.bytes_in, bytes);
     Metrics::add(&broker.metrics.messages_in, count);
-    Ok(Json(answer))
+    Ok(answer)
 }
 
 /// Query of a fetch.
@@ -493,23 +575,63 @@ pub async fn fetch(
     ApiPath((topic, index)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<FetchQuery>,
 ) -> Result<Json<FetchResponse>, ApiError> {
-    validate_topic_name(&topic)?;
-    let partition = broker.topics.partition(&topic, index)?;
+    let params = FetchParams {
+        offset: query.offset,
+        max_bytes: query.max_bytes.unwrap_or(FETCH_MAX_BYTES_DEFAULT),
+        max_wait_ms: query.max_wait_ms.unwrap_or(0),
+        isolation: parse_isolation(query.isolation.as_deref())?,
+        leader_epoch: query.leader_epoch,
+    };
+    let (records, offsets) = fetch_records(&broker, &topic, index, params).await?;
+    Ok(Json(FetchResponse {
+        records: records.into_iter().map(to_fetched).collect(),
+        high_watermark: offsets.high_watermark,
+        log_start_offset: offsets.log_start_offset,
+        log_end_offset: offsets.log_end_offset,
+        leader_epoch: offsets.leader_epoch,
+    }))
+}
+
+/// What a consumer's fetch of one partition asks for, whichever front end decoded it.
+#[derive(Debug, Clone, Copy)]
+pub struct FetchParams {
+    /// First offset wanted.
+    pub offset: i64,
+    /// About how many bytes of records (at least one record if any is visible).
+    pub max_bytes: u64,
+    /// Long poll: how long to wait when nothing is visible at `offset`.
+    pub max_wait_ms: u64,
+    /// Below the HW (committed) or the LEO.
+    pub isolation: Isolation,
+    /// The client's leader epoch (KIP-320), if it sent one.
+    pub leader_epoch: Option<u32>,
+}
+
+/// A consumer's read of one partition on its leader: leader and epoch checks, bounds, the
+/// read, and a long poll when nothing is visible yet. Returns the records and the partition's
+/// offsets at the time of the read.
+pub async fn fetch_records(
+    broker: &Broker,
+    topic: &str,
+    index: u32,
+    params: FetchParams,
+) -> Result<(Vec<StoredRecord>, PartitionOffsets), ApiError> {
+    validate_topic_name(topic)?;
+    let partition = broker.topics.partition(topic, index)?;
     match &broker.cluster {
-        Some(cluster) => cluster.check_consumer_read_at(&topic, index, query.leader_epoch)?,
+        Some(cluster) => cluster.check_consumer_read_at(topic, index, params.leader_epoch)?,
         None => crate::replication::manager::check_client_leader_epoch(
-            query.leader_epoch,
+            params.leader_epoch,
             partition.offsets().leader_epoch,
         )?,
     }
-    let offset = non_negative_offset(query.offset)?;
-    let mut isolation = parse_isolation(query.isolation.as_deref())?;
+    let offset = non_negative_offset(params.offset)?;
+    let mut isolation = params.isolation;
     if broker.config.bugs.on(crate::bugs::Bug::ServeUncommitted) {
         // Deliberate bug: consumers read past the HW.
         isolation = Isolation::Uncommitted;
     }
-    let max_bytes = query.max_bytes.unwrap_or(FETCH_MAX_BYTES_DEFAULT);
-    let max_wait_ms = query.max_wait_ms.unwrap_or(0);
+    let (max_bytes, max_wait_ms) = (params.max_bytes, params.max_wait_ms);
     if max_bytes > FETCH_MAX_BYTES_LIMIT || max_wait_ms > FETCH_MAX_WAIT_LIMIT_MS {
         return Err(ApiError::invalid_request(format!(
             "max_bytes must be at most {FETCH_MAX_BYTES_LIMIT} and max_wait_ms at most \
@@ -530,13 +652,7 @@ pub async fn fetch(
         .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
         .sum();
     Metrics::add(&broker.metrics.bytes_out, bytes_out);
-    Ok(Json(FetchResponse {
-        records: records.into_iter().map(to_fetched).collect(),
-        high_watermark: offsets.high_watermark,
-        log_start_offset: offsets.log_start_offset,
-        log_end_offset: offsets.log_end_offset,
-        leader_epoch: offsets.leader_epoch,
-    }))
+    Ok((records, offsets))
 }
 
 /// Query of list offsets.
@@ -561,12 +677,7 @@ pub async fn list_offsets(
     ApiPath((topic, index)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<ListOffsetsQuery>,
 ) -> Result<Json<OffsetResponse>, ApiError> {
-    validate_topic_name(&topic)?;
-    let partition = broker.topics.partition(&topic, index)?;
-    if let Some(cluster) = &broker.cluster {
-        cluster.check_consumer_read(&topic, index)?;
-    }
-    let offsets = partition.offsets();
+    let offsets = consumer_offsets(&broker, &topic, index)?;
     let offset = match query.spec.as_str() {
         "earliest" => offsets.log_start_offset,
         "latest" => offsets.high_watermark,
@@ -577,6 +688,20 @@ pub async fn list_offsets(
         }
     };
     Ok(Json(OffsetResponse { offset }))
+}
+
+/// The offsets of a partition as its leader answers consumers' list-offsets.
+pub fn consumer_offsets(
+    broker: &Broker,
+    topic: &str,
+    index: u32,
+) -> Result<PartitionOffsets, ApiError> {
+    validate_topic_name(topic)?;
+    let partition = broker.topics.partition(topic, index)?;
+    if let Some(cluster) = &broker.cluster {
+        cluster.check_consumer_read(topic, index)?;
+    }
+    Ok(partition.offsets())
 }
 
 /// Body of delete-records.
@@ -600,17 +725,28 @@ pub async fn delete_records(
     ApiPath((topic, index)): ApiPath<(String, u32)>,
     ApiJson(request): ApiJson<DeleteRecordsRequest>,
 ) -> Result<Json<DeleteRecordsResponse>, ApiError> {
-    validate_topic_name(&topic)?;
-    let partition = broker.topics.partition(&topic, index)?;
-    let offset = match request.offset {
+    let low_watermark = delete_records_before(&broker, &topic, index, request.offset).await?;
+    Ok(Json(DeleteRecordsResponse { low_watermark }))
+}
+
+/// Moves the log start offset of a partition to `offset` (-1 = the HW); returns the new low
+/// watermark.
+pub async fn delete_records_before(
+    broker: &Broker,
+    topic: &str,
+    index: u32,
+    offset: i64,
+) -> Result<u64, ApiError> {
+    validate_topic_name(topic)?;
+    let partition = broker.topics.partition(topic, index)?;
+    let offset = match offset {
         -1 => partition.offsets().high_watermark,
         offset => non_negative_offset(offset)?,
     };
-    let low_watermark = match &broker.cluster {
-        Some(cluster) => cluster.delete_records(&topic, index, offset).await?,
-        None => partition.delete_records_before(offset)?,
-    };
-    Ok(Json(DeleteRecordsResponse { low_watermark }))
+    match &broker.cluster {
+        Some(cluster) => cluster.delete_records(topic, index, offset).await,
+        None => Ok(partition.delete_records_before(offset)?),
+    }
 }
 
 #[cfg(test)]

@@ -187,11 +187,20 @@ pub async fn create(
     State(broker): State<Arc<Broker>>,
     ApiJson(request): ApiJson<CreateTopicRequest>,
 ) -> Result<(StatusCode, Json<TopicDescription>), ApiError> {
+    let description = create_topic(&broker, &request).await?;
+    Ok((StatusCode::CREATED, Json(description)))
+}
+
+/// Creates a topic: through the controller in a cluster, in the local catalog alone.
+pub async fn create_topic(
+    broker: &Broker,
+    request: &CreateTopicRequest,
+) -> Result<TopicDescription, ApiError> {
     validate_topic_name(&request.name)?;
     if let Some(cluster) = &broker.cluster {
         // The controller assigns replicas over the live brokers; the broker count check of
         // `topic_meta` is for a single node.
-        crate::config::TopicConfig::from_map(&configs_as_strings(&request)?)
+        crate::config::TopicConfig::from_map(&configs_as_strings(request)?)
             .map_err(|e| ApiError::new(ErrorKind::InvalidConfig, e.to_string()))?;
         let create = crate::controller::protocol::CreateTopicRequest {
             name: request.name.clone(),
@@ -205,17 +214,16 @@ pub async fn create(
                 "replication_factor",
                 ErrorKind::InvalidReplicationFactor,
             )?,
-            configs: configs_as_strings(&request)?,
+            configs: configs_as_strings(request)?,
         };
-        let topic = cluster.create_topic(&broker, &create).await?;
+        let topic = cluster.create_topic(broker, &create).await?;
         tracing::info!(topic = %topic.name, partitions = topic.partitions.len(), "topic created by the controller");
-        return Ok((StatusCode::CREATED, Json(describe_from_metadata(&topic))));
+        return Ok(describe_from_metadata(&topic));
     }
-    let meta = topic_meta(&broker, &request)?;
+    let meta = topic_meta(broker, request)?;
     let topic = broker.topics.create(&request.name, meta).await?;
     tracing::info!(topic = %topic.name, partitions = topic.partitions.len(), "topic created");
-    let description = describe_topic(&topic, broker.config.broker_id);
-    Ok((StatusCode::CREATED, Json(description)))
+    Ok(describe_topic(&topic, broker.config.broker_id))
 }
 
 /// Answer of `GET /v1/topics`.
@@ -268,11 +276,17 @@ pub async fn delete(
     State(broker): State<Arc<Broker>>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<Deleted>, ApiError> {
-    validate_topic_name(&name)?;
+    delete_topic(&broker, &name).await?;
+    Ok(Json(Deleted { deleted: name }))
+}
+
+/// Deletes a topic: through the controller in a cluster, from the local catalog alone.
+pub async fn delete_topic(broker: &Broker, name: &str) -> Result<(), ApiError> {
+    validate_topic_name(name)?;
     match &broker.cluster {
-        Some(cluster) => cluster.delete_topic(&broker, &name).await?,
-        None => broker.topics.delete(&name).await?,
+        Some(cluster) => cluster.delete_topic(broker, name).await?,
+        None => broker.topics.delete(name).await?,
     }
     tracing::info!(topic = %name, "topic deleted");
-    Ok(Json(Deleted { deleted: name }))
+    Ok(())
 }

@@ -212,8 +212,17 @@ async fn register(
             format!("broker address: {why}"),
         ))
     })?;
+    if let Some(kafka_address) = &request.kafka_address {
+        crate::config::check_node_url(&format!("http://{kafka_address}")).map_err(|why| {
+            ApiError::Controller(ControllerError::new(
+                protocol::ControllerErrorCode::InvalidRequest,
+                format!("broker Kafka address: {why}"),
+            ))
+        })?;
+    }
     let response = c.apply(|state, now| {
         let broker_epoch = state.register_broker(request.broker_id, &request.address, now);
+        state.set_kafka_address(request.broker_id, request.kafka_address.clone());
         Ok(RegisterBrokerResponse {
             broker_epoch,
             metadata: state.metadata(),

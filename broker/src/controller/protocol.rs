@@ -108,6 +108,10 @@ pub struct RegisterBrokerRequest {
     pub broker_id: u32,
     /// Where other brokers and clients reach it, e.g. `http://127.0.0.1:9092`.
     pub address: String,
+    /// Where Kafka clients reach it (`HOST:PORT` of `kafka.advertised.listeners`), when its
+    /// Kafka listener is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_address: Option<String>,
 }
 
 /// The answer to a registration: the new incarnation's epoch and the current metadata.
@@ -182,6 +186,9 @@ pub struct BrokerMetadata {
     pub id: u32,
     /// The address clients and peers use.
     pub address: String,
+    /// `HOST:PORT` of its Kafka listener, if it has one on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_address: Option<String>,
     /// The current registration's epoch.
     pub broker_epoch: u64,
     /// True while the broker's session has expired (it leads nothing and is in no ISR).

@@ -65,6 +65,9 @@ pub struct BrokerState {
     pub id: u32,
     /// Address for clients and peers.
     pub address: String,
+    /// `HOST:PORT` of its Kafka listener, if on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_address: Option<String>,
     /// Epoch of the current incarnation, from the controller's counter.
     pub broker_epoch: u64,
     /// Fenced brokers lead nothing and join no ISR.
@@ -148,6 +151,7 @@ impl ControllerState {
                 .map(|b| BrokerMetadata {
                     id: b.id,
                     address: b.address.clone(),
+                    kafka_address: b.kafka_address.clone(),
                     broker_epoch: b.broker_epoch,
                     fenced: b.fenced,
                 })
@@ -170,6 +174,7 @@ impl ControllerState {
             BrokerState {
                 id: broker_id,
                 address: address.to_string(),
+                kafka_address: None,
                 broker_epoch,
                 fenced: false,
                 last_heartbeat_ms: now_ms,
@@ -178,6 +183,16 @@ impl ControllerState {
         self.elect_offline_partitions();
         self.bump_version();
         broker_epoch
+    }
+
+    /// Records where Kafka clients reach `broker_id` (from its registration).
+    pub fn set_kafka_address(&mut self, broker_id: u32, kafka_address: Option<String>) {
+        if let Some(broker) = self.snapshot.brokers.get_mut(&broker_id) {
+            if broker.kafka_address != kafka_address {
+                broker.kafka_address = kafka_address;
+                self.bump_version();
+            }
+        }
     }
 
     /// Records a heartbeat. A fenced broker with a current epoch is unfenced (it came back from

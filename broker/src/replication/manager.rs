@@ -371,6 +371,7 @@ impl ReplicaManager {
         let request = RegisterBrokerRequest {
             broker_id: self.settings.broker_id,
             address: self.settings.advertised_url.clone(),
+            kafka_address: self.settings.kafka_address.clone(),
         };
         loop {
             match self

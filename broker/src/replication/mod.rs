@@ -33,6 +33,8 @@ pub struct ReplicationConfig {
     pub controller_url: String,
     /// The URL other brokers and clients reach this broker at.
     pub advertised_url: String,
+    /// `HOST:PORT` of its Kafka listener, registered with the controller; `None` when off.
+    pub kafka_address: Option<String>,
     /// `broker.heartbeat.interval.ms` (500 here; Kafka's default is 2000).
     pub heartbeat_interval_ms: u64,
     /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
@@ -66,6 +68,7 @@ impl ReplicationConfig {
             broker_id: config.broker_id,
             controller_url,
             advertised_url: advertised_url.to_string(),
+            kafka_address: None,
             heartbeat_interval_ms: config.broker_heartbeat_interval_ms.max(1),
             replica_lag_time_max_ms: config.replica_lag_time_max_ms,
             replica_fetch_wait_max_ms: config.replica_fetch_wait_max_ms,

@@ -1,0 +1,116 @@
+//! The broker's errors as Kafka error codes (the protocol guide's table). The names are
+//! already Kafka's ([`ErrorKind::name`], [`GroupErrorKind::name`]); this gives their numbers.
+
+use crate::error::{ApiError, ErrorKind};
+use crate::group::error::{GroupError, GroupErrorKind};
+
+/// Kafka's code for `kind`.
+pub fn code(kind: ErrorKind) -> i16 {
+    match kind {
+        ErrorKind::UnknownServerError => -1,
+        ErrorKind::OffsetOutOfRange => 1,
+        ErrorKind::UnknownTopicOrPartition => 3,
+        ErrorKind::LeaderNotAvailable => 5,
+        ErrorKind::NotLeaderOrFollower => 6,
+        ErrorKind::RequestTimedOut => 7,
+        ErrorKind::MessageTooLarge => 10,
+        ErrorKind::InvalidTopicException => 17,
+        ErrorKind::NotEnoughReplicas => 19,
+        ErrorKind::NotEnoughReplicasAfterAppend => 20,
+        ErrorKind::InvalidRequiredAcks => 21,
+        ErrorKind::InvalidTimestamp => 32,
+        ErrorKind::UnsupportedVersion => 35,
+        ErrorKind::TopicAlreadyExists => 36,
+        ErrorKind::InvalidPartitions => 37,
+        ErrorKind::InvalidReplicationFactor => 38,
+        ErrorKind::InvalidConfig => 40,
+        ErrorKind::InvalidRequest => 42,
+        ErrorKind::KafkaStorageError => 56,
+        ErrorKind::FencedLeaderEpoch => 74,
+        ErrorKind::UnknownLeaderEpoch => 75,
+        ErrorKind::OffsetNotAvailable => 78,
+        ErrorKind::InvalidRecord => 87,
+    }
+}
+
+/// Kafka's code for a group error.
+pub fn group_code(kind: GroupErrorKind) -> i16 {
+    match kind {
+        GroupErrorKind::OffsetMetadataTooLarge => 12,
+        GroupErrorKind::CoordinatorLoadInProgress => 14,
+        GroupErrorKind::CoordinatorNotAvailable => 15,
+        GroupErrorKind::NotCoordinator => 16,
+        GroupErrorKind::IllegalGeneration => 22,
+        GroupErrorKind::InconsistentGroupProtocol => 23,
+        GroupErrorKind::InvalidGroupId => 24,
+        GroupErrorKind::UnknownMemberId => 25,
+        GroupErrorKind::InvalidSessionTimeout => 26,
+        GroupErrorKind::RebalanceInProgress => 27,
+    }
+}
+
+/// The code and message of an API error.
+pub fn of(error: &ApiError) -> (i16, String) {
+    (code(error.kind), error.message.clone())
+}
+
+/// The code and message of a group error.
+pub fn of_group(error: &GroupError) -> (i16, String) {
+    match error {
+        GroupError::Group { kind, message } => (group_code(*kind), message.clone()),
+        GroupError::Api(error) => of(error),
+    }
+}
+
+/// UNSUPPORTED_COMPRESSION_TYPE, for lz4 and zstd batches (this build decodes none and gzip
+/// and snappy).
+pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+/// FETCH_SESSION_ID_NOT_FOUND: this broker creates no fetch sessions (KIP-227).
+pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Holds the table to the codes the `kafka-protocol` crate carries for the same names.
+    #[test]
+    fn codes_match_kafkas_names() {
+        use kafka_protocol::error::ResponseError;
+        let kinds = [
+            ErrorKind::UnknownServerError,
+            ErrorKind::OffsetOutOfRange,
+            ErrorKind::UnknownTopicOrPartition,
+            ErrorKind::LeaderNotAvailable,
+            ErrorKind::NotLeaderOrFollower,
+            ErrorKind::RequestTimedOut,
+            ErrorKind::MessageTooLarge,
+            ErrorKind::InvalidTopicException,
+            ErrorKind::NotEnoughReplicas,
+            ErrorKind::NotEnoughReplicasAfterAppend,
+            ErrorKind::InvalidRequiredAcks,
+            ErrorKind::InvalidTimestamp,
+            ErrorKind::UnsupportedVersion,
+            ErrorKind::TopicAlreadyExists,
+            ErrorKind::InvalidPartitions,
+            ErrorKind::InvalidReplicationFactor,
+            ErrorKind::InvalidConfig,
+            ErrorKind::InvalidRequest,
+            ErrorKind::KafkaStorageError,
+            ErrorKind::FencedLeaderEpoch,
+            ErrorKind::UnknownLeaderEpoch,
+            ErrorKind::OffsetNotAvailable,
+            ErrorKind::InvalidRecord,
+        ];
+        for kind in kinds {
+            let theirs = ResponseError::try_from_code(code(kind))
+                .unwrap_or_else(|| panic!("{} has no code {}", kind.name(), code(kind)));
+            let their_name = format!("{theirs:?}");
+            let ours: String = kind
+                .name()
+                .split('_')
+                .map(|w| w[..1].to_string() + &w[1..].to_lowercase())
+                .collect();
+            assert_eq!(their_name, ours, "{}", kind.name());
+        }
+    }
+}
