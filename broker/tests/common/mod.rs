@@ -314,3 +314,72 @@ pub fn read_answer(stream: &mut std::net::TcpStream) -> (u16, String) {
         seen.extend_from_slice(&buffer[..n]);
     }
 }
+
+/// A controller or broker process of a test cluster, with the addresses it printed (HTTP and,
+/// when `kafka.listeners` is set, Kafka), killed with SIGKILL when dropped.
+pub struct Node {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// `127.0.0.1:PORT` of its Kafka listener, when on.
+    pub kafka: Option<String>,
+}
+
+impl Node {
+    /// Starts the binary on `dir` and a free HTTP port with `settings` (`key=value`); waits
+    /// for the `listening on` line, and for `kafka listening on` when `kafka.listeners` is set.
+    pub fn start(dir: &Path, settings: &[String]) -> Node {
+        std::fs::create_dir_all(dir).unwrap();
+        let stderr = std::fs::File::create(dir.with_extension("stderr")).unwrap();
+        let mut command = Command::new(binary());
+        command
+            .args(["--set", "listeners=http://127.0.0.1:0"])
+            .args(["--set", &format!("log.dirs={}", dir.display())]);
+        for setting in settings {
+            command.args(["--set", setting]);
+        }
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .expect("broker binary starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut node = Node {
+            child,
+            url: String::new(),
+            kafka: None,
+        };
+        let line = rx.recv_timeout(START_TIMEOUT).expect("listening line");
+        let address = line.strip_prefix("listening on ").expect("listening line");
+        node.url = format!("http://{address}");
+        if settings.iter().any(|s| s.starts_with("kafka.listeners=")) {
+            let line = rx
+                .recv_timeout(START_TIMEOUT)
+                .expect("kafka listening line");
+            let address = line
+                .strip_prefix("kafka listening on ")
+                .expect("kafka listening line");
+            node.kafka = Some(address.to_string());
+        }
+        node
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
