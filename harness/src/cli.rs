@@ -98,6 +98,11 @@ pub struct RunArgs {
     /// consumer groups that rebalance, commit and suffer consumer faults; see docs/groups.md).
     #[arg(long, value_name = "NAME", default_value = "queue", value_parser = ["queue", "group"])]
     pub workload: String,
+    /// How the workload talks to the brokers: http (the companion broker's HTTP API) or kafka
+    /// (Kafka's binary protocol through the rskafka client; queue workload and acks=all only;
+    /// see docs/kafka-protocol.md).
+    #[arg(long, value_name = "NAME", default_value = "http", value_parser = ["http", "kafka"])]
+    pub client: String,
     /// Number of concurrent client workers.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub concurrency: usize,
@@ -339,6 +344,7 @@ impl RunArgs {
             nemesis_interval_s: self.nemesis_interval,
             plan: self.plan.clone(),
             workload: self.workload.clone(),
+            client: self.client.clone(),
             concurrency: self.concurrency,
             rate: self.rate,
             acks: self.acks.clone(),
@@ -1030,6 +1036,13 @@ pub fn describe(config: &RunConfig, run_dir: &RunDir, target_flags: &str) -> Vec
         lines.push(format!("set {k}={v}{note}"));
     }
     let client = tidewater_workloads::client::ClientConfig::new(BTreeMap::new());
+    if config.client == "kafka" {
+        lines.push(format!(
+            "client kafka (rskafka over the brokers' Kafka listeners): acks=all, one request \
+             per op, request_timeout_ms={}",
+            client.request_timeout_ms
+        ));
+    }
     lines.push(format!(
         "client request_timeout_ms={} produce_timeout_ms={} metadata_timeout_ms={} \
          connect_timeout_ms={} retries={}",

@@ -4,6 +4,7 @@
 //! - `history`: [`history::Op`], one line of `history.jsonl`, and its micro-ops.
 //! - `results`: [`results::CheckResults`], the content of `results.json`.
 //! - `client`: [`client::BrokerClient`], the broker's HTTP client with fail/info error mapping.
+//! - `kafka`: [`kafka::KafkaQueueClient`], the queue workload over Kafka's protocol (rskafka).
 //! - `queue`: the queue workload: generator, consumer state and op execution.
 //! - `group`: the consumer-group workload: members, coordinator client, consumer faults.
 //! - `checker`: [`checker::check`], from a history and the run's settings to `results.json`.
@@ -14,5 +15,6 @@ pub mod client;
 pub mod edn;
 pub mod group;
 pub mod history;
+pub mod kafka;
 pub mod queue;
 pub mod results;

@@ -67,6 +67,16 @@ impl NodeInfo {
     pub fn url(&self) -> String {
         format!("http://{}:{}", self.ip, self.http_port)
     }
+
+    /// The port of a broker's Kafka listener (`kafka.listeners`): the one after its HTTP port.
+    pub fn kafka_port(&self) -> u16 {
+        self.http_port.wrapping_add(1)
+    }
+
+    /// `HOST:PORT` of a broker's Kafka listener, e.g. `10.77.0.11:9093`.
+    pub fn kafka_address(&self) -> String {
+        format!("{}:{}", self.ip, self.kafka_port())
+    }
 }
 
 /// Builds the node list of a cluster with `brokers` brokers: `c1`, then `n1..nN`.
@@ -113,6 +123,11 @@ pub fn node_settings(
     out.push(("log.dirs".to_string(), data_dir.to_string()));
     if node.role == Role::Broker {
         out.push(("controller.address".to_string(), controller.url()));
+        // Kafka's protocol beside the HTTP API, for `--client kafka` and outside clients.
+        out.push((
+            "kafka.listeners".to_string(),
+            format!("PLAINTEXT://{}", node.kafka_address()),
+        ));
     }
     out.extend(settings.iter().cloned());
     out

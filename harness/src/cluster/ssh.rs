@@ -1339,6 +1339,7 @@ mod tests {
             "# Written by the Tidewater harness for this run.\n\
              \"broker.id\" = \"2\"\n\
              \"controller.address\" = \"http://192.168.56.10:9092\"\n\
+             \"kafka.listeners\" = \"PLAINTEXT://192.168.56.12:9093\"\n\
              \"listeners\" = \"http://192.168.56.12:9092\"\n\
              \"log.dirs\" = \"/var/lib/tidewater/data\"\n\
              \"min.insync.replicas\" = \"2\"\n"

@@ -56,6 +56,11 @@ pub struct RunConfig {
     /// consumer groups, `docs/groups.md`). Older runs without the field ran the queue workload.
     #[serde(default = "default_workload")]
     pub workload: String,
+    /// How the workload talks to the brokers: `http` (the companion broker's HTTP API) or
+    /// `kafka` (Kafka's binary protocol through rskafka, docs/kafka-protocol.md). Older runs
+    /// without the field used HTTP.
+    #[serde(default = "default_client")]
+    pub client: String,
     /// Worker tasks issuing ops.
     pub concurrency: usize,
     /// Ops per second over all workers (0 = unlimited).
@@ -119,6 +124,11 @@ pub const HARNESS_DEFAULT_SETTINGS: &[(&str, &str, &str)] = &[
          and the ISR shrinks and expands during the run",
     ),
 ];
+
+/// The client of a run whose config does not name one.
+pub fn default_client() -> String {
+    "http".into()
+}
 
 /// The workload of a run whose config does not name one.
 pub fn default_workload() -> String {
@@ -199,6 +209,25 @@ impl RunConfig {
         if !matches!(self.acks.as_str(), "0" | "1" | "all") {
             return Err(format!("--acks must be 0, 1 or all, not {:?}", self.acks));
         }
+        match self.client.as_str() {
+            "http" => {}
+            "kafka" if self.workload != "queue" => {
+                return Err(
+                    "--client kafka drives the queue workload only: rskafka, the Kafka client, \
+                     has no consumer groups (docs/kafka-protocol.md)"
+                        .into(),
+                )
+            }
+            "kafka" if self.acks != "all" => {
+                return Err(format!(
+                    "--client kafka sends acks=all only (rskafka always asks for it), not \
+                     --acks {}",
+                    self.acks
+                ))
+            }
+            "kafka" => {}
+            other => return Err(format!("--client must be http or kafka, not {other:?}")),
+        }
         if !self.nemesis.is_empty() {
             crate::nemesis::parse_faults(&self.nemesis.join(",")).map_err(|e| e.0)?;
         }
@@ -230,6 +259,9 @@ impl RunConfig {
         );
         if self.workload != "queue" {
             cmd.push_str(&format!(" --workload {}", self.workload));
+        }
+        if self.client != "http" {
+            cmd.push_str(&format!(" --client {}", self.client));
         }
         if self.lossy_fs {
             cmd.push_str(" --lossy-fs");
@@ -292,6 +324,7 @@ pub(crate) fn example() -> RunConfig {
         nemesis_interval_s: 10.0,
         plan: None,
         workload: "queue".into(),
+        client: "http".into(),
         concurrency: 10,
         rate: 200.0,
         acks: "all".into(),
@@ -341,6 +374,10 @@ mod tests {
         );
         assert!(cmd.contains("--set replica.lag.time.max.ms=3000"), "{cmd}");
         assert!(!cmd.contains("--workload"), "queue is the default: {cmd}");
+        assert!(!cmd.contains("--client"), "http is the default: {cmd}");
+        c.client = "kafka".into();
+        assert!(c.command_line().contains(" --client kafka"));
+        c.client = "http".into();
         c.workload = "group".into();
         assert!(c.command_line().contains(" --workload group"));
     }
@@ -407,6 +444,21 @@ mod tests {
         let mut c = example();
         c.acks = "2".into();
         assert!(c.validate().unwrap_err().contains("--acks"));
+        let mut c = example();
+        c.client = "kafka".into();
+        assert!(c.validate().is_ok());
+        c.acks = "1".into();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("--client kafka sends acks=all only"));
+        c.acks = "all".into();
+        c.workload = "group".into();
+        c.concurrency = 20;
+        assert!(c.validate().unwrap_err().contains("queue workload only"));
+        c.client = "grpc".into();
+        c.workload = "queue".into();
+        assert!(c.validate().unwrap_err().contains("--client must be"));
         let mut c = example();
         c.workload = "stream".into();
         assert!(c.validate().unwrap_err().contains("--workload"));

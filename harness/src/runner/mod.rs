@@ -31,7 +31,8 @@ use std::time::Duration;
 use tidewater_workloads::checker::{self, CheckSettings};
 use tidewater_workloads::client::{BrokerClient, ClientConfig};
 use tidewater_workloads::group::{GroupContext, GroupSettings, HttpGroupClient};
-use tidewater_workloads::queue::{QueueSettings, ValueSource};
+use tidewater_workloads::kafka::{KafkaClientConfig, KafkaQueueClient};
+use tidewater_workloads::queue::{QueueClient, QueueSettings, ValueSource};
 use tidewater_workloads::results::{CheckResults, Validity};
 use tokio::time::Instant;
 use workload::{spawn_group_workers, spawn_workers, RateLimiter, RecorderSink, WorkloadContext};
@@ -246,6 +247,7 @@ async fn run_phases(
     progress: &Arc<Progress>,
 ) -> Result<(bool, BTreeMap<String, KeyCoverage>), RunError> {
     let (client, controller, client_config) = clients(&*cluster);
+    let kafka = kafka_client(config, &*cluster, &client, &client_config);
     let keys = config.keys();
     setup_topic(&client, &controller, config)
         .await
@@ -296,16 +298,10 @@ async fn run_phases(
         });
         spawn_group_workers(&ctx, sink, config.concurrency)
     } else {
-        let ctx = WorkloadContext {
-            client: client.clone(),
-            settings: Arc::new(QueueSettings::new(keys.clone(), &config.acks)),
-            recorder: recorder.clone(),
-            seed: config.seed,
-            values: ValueSource::default(),
-            rate_ops: config.rate,
-            stop: stop_workers.clone(),
-        };
-        spawn_workers(&ctx, config.concurrency)
+        match &kafka {
+            Some(kafka) => queue_workers(kafka.clone(), config, &keys, recorder, &stop_workers),
+            None => queue_workers(client.clone(), config, &keys, recorder, &stop_workers),
+        }
     };
     tokio::time::sleep_until(deadline).await;
 
@@ -353,8 +349,12 @@ async fn run_phases(
 
     let final_limit = Duration::from_secs(config.final_time_limit_s);
     progress.phase("final-reads", Some(final_limit));
-    let coverage =
-        final_reads::read_all(client.clone(), recorder.clone(), &keys, final_limit).await;
+    let coverage = match &kafka {
+        Some(kafka) => {
+            final_reads::read_all(kafka.clone(), recorder.clone(), &keys, final_limit).await
+        }
+        None => final_reads::read_all(client.clone(), recorder.clone(), &keys, final_limit).await,
+    };
     for (key, c) in &coverage {
         if !c.complete() {
             say(
@@ -375,6 +375,53 @@ async fn run_phases(
     }
     recorder.flush().map_err(harness_err("history.jsonl"))?;
     Ok((recovered, coverage))
+}
+
+/// The queue workload's workers on `client`.
+fn queue_workers<C: QueueClient>(
+    client: Arc<C>,
+    config: &RunConfig,
+    keys: &[String],
+    recorder: &Arc<Recorder>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<u64>> {
+    let ctx = WorkloadContext {
+        client,
+        settings: Arc::new(QueueSettings::new(keys.to_vec(), &config.acks)),
+        recorder: recorder.clone(),
+        seed: config.seed,
+        values: ValueSource::default(),
+        rate_ops: config.rate,
+        stop: stop.clone(),
+    };
+    spawn_workers(&ctx, config.concurrency)
+}
+
+/// With `--client kafka`, the workload's client over the brokers' Kafka listeners (the HTTP
+/// client still tells when a partition's log has settled for the final reads).
+fn kafka_client(
+    config: &RunConfig,
+    cluster: &dyn Cluster,
+    http: &Arc<BrokerClient>,
+    client_config: &ClientConfig,
+) -> Option<Arc<KafkaQueueClient>> {
+    if config.client != "kafka" {
+        return None;
+    }
+    let bootstrap = cluster
+        .nodes()
+        .iter()
+        .filter(|n| n.role == crate::cluster::Role::Broker)
+        .map(|n| n.kafka_address())
+        .collect();
+    let settings = KafkaClientConfig {
+        bootstrap,
+        request_timeout_ms: client_config.request_timeout_ms,
+    };
+    Some(Arc::new(KafkaQueueClient::new(
+        settings,
+        Some(http.clone()),
+    )))
 }
 
 /// Sets its flag when dropped: stops background tasks whichever way a phase ends.

@@ -928,7 +928,8 @@ mod tests {
             inner.argv(&nodes[1]).join(" "),
             "/bin/tidewater-broker --role broker --set broker.id=1 \
              --set listeners=http://10.77.0.11:9092 --set log.dirs=/runs/r/nodes/n1/data \
-             --set controller.address=http://10.77.0.10:9092 --set min.insync.replicas=2"
+             --set controller.address=http://10.77.0.10:9092 \
+             --set kafka.listeners=PLAINTEXT://10.77.0.11:9093 --set min.insync.replicas=2"
         );
         assert_eq!(
             inner.argv(&nodes[0]).join(" "),
