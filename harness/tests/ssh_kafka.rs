@@ -231,8 +231,15 @@ fn the_kafka_kind_formats_starts_signals_and_partitions_kafka_over_ssh() {
     assert_eq!(broker_log.matches("Formatting").count(), 2, "{broker_log}");
     assert_eq!(read("server.log").matches("started with").count(), 3);
 
-    cluster.teardown().unwrap();
+    // `tidewater clean --cluster FILE` stops a Kafka that a lost harness left running.
+    let file = dir.path().join("kafka-cluster.toml");
+    std::fs::write(&file, toml::to_string(&spec).unwrap()).unwrap();
+    assert!(cluster.is_running("n2"));
+    tidewater::cluster_file::clean_cluster_file(&file).unwrap();
+    assert!(!cluster.is_running("n2"));
     settle(None, n1, None);
+
+    cluster.teardown().unwrap();
     settle(None, c1, None);
     assert!(!cluster.is_running("n2"));
     drop(cluster);
