@@ -510,6 +510,11 @@ fn run_command(args: RunArgs) -> i32 {
     execute_run(config, &target, &runtime).0
 }
 
+/// The client runs use to drive the brokers: the companion broker's HTTP API. (`--client`,
+/// issue #17, will choose between it and Kafka's protocol; a cluster of real Kafka needs
+/// `kafka`, `crate::cluster_file::check_run`.)
+const RUN_CLIENT: &str = "http";
+
 /// Where and how runs execute: shared by `run` and `matrix`.
 struct RunTarget {
     /// The store directory.
@@ -548,8 +553,17 @@ impl RunTarget {
                     config.nodes
                 ));
             }
+            crate::cluster_file::check_run(file, &config.sets, RUN_CLIENT)?;
         }
         Ok(())
+    }
+
+    /// Whether the run's hosts run Apache Kafka (a cluster file with `kind = "kafka"`).
+    fn runs_kafka(&self) -> bool {
+        self.cluster.as_ref().is_some_and(|file| {
+            crate::cluster_file::load(file)
+                .is_ok_and(|s| s.kind == crate::cluster::ssh::Kind::Kafka)
+        })
     }
 
     /// The flags that select this target, for the reproduce command.
@@ -598,7 +612,8 @@ fn record_interrupted(run_dir: &RunDir, sig: i32) {
 /// cluster file and no local `tidewater-broker` to ask, says so and leaves the check to the
 /// hosts' brokers.
 fn check_sets(config: &RunConfig, target: &RunTarget) -> Result<(), String> {
-    if config.sets.is_empty() {
+    // Kafka's hosts were checked against Kafka's names in the target's preflight.
+    if config.sets.is_empty() || target.runs_kafka() {
         return Ok(());
     }
     let binary = match crate::cluster::local::find_broker_binary() {
@@ -1404,6 +1419,38 @@ acks = ["1", "all"]
         config.lossy_fs = false;
         let e = target.preflight(&config).unwrap_err();
         assert!(!e.contains("local-only"), "{e}");
+        assert!(!dir.path().join("store").exists(), "nothing was created");
+    }
+
+    #[test]
+    fn a_kafka_cluster_is_refused_with_the_http_client_before_anything_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kafka.toml");
+        let mut text = String::from("kind = \"kafka\"\n");
+        for (i, name) in ["c1", "n1", "n2", "n3"].iter().enumerate() {
+            text.push_str(&format!(
+                "[[node]]\nname = \"{name}\"\nhost = \"{name}\"\nip = \"10.224.0.{}\"\n",
+                10 + i
+            ));
+        }
+        std::fs::write(&file, text).unwrap();
+        let target = RunTarget {
+            store: dir.path().join("store"),
+            subnet: None,
+            cluster: Some(file),
+            plain: true,
+        };
+        let mut config = crate::runner::config::example();
+        config.apply_harness_defaults();
+        let e = target.preflight(&config).unwrap_err();
+        assert!(e.contains("--client kafka"), "{e}");
+        config.sets.insert(
+            "tidewater.unsafe.truncate.to.hw.enable".into(),
+            "true".into(),
+        );
+        let e = target.preflight(&config).unwrap_err();
+        assert!(e.contains("Kafka has no equivalent"), "{e}");
+        assert!(target.runs_kafka());
         assert!(!dir.path().join("store").exists(), "nothing was created");
     }
 

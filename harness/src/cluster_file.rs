@@ -6,11 +6,12 @@
 //! file's directory (`~/` is the home directory), so `vagrant/cluster.toml` can name `ssh-config` next to it whatever the
 //! working directory is.
 
-use crate::cluster::ssh::{SshCluster, SshSpec};
+use crate::cluster::ssh::{kafka, Kind, SshCluster, SshSpec};
 use crate::cluster::{local, Cluster, Error, Result};
 use crate::runner::config::RunConfig;
 use crate::runner::ClusterFactory;
 use crate::store::RunDir;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -132,6 +133,31 @@ pub fn preflight_cluster_file(path: &Path) -> Result<()> {
     SshCluster::preflight_only(&spec).map(|_| ())
 }
 
+/// Checks what a run against the hosts of a cluster file needs of its settings and client,
+/// before anything starts, and returns what the hosts run. A Kafka cluster (`kind =
+/// "kafka"`) takes only `--set` names Kafka has an equivalent for ([`kafka::check_sets`]),
+/// and only a client that speaks Kafka's protocol: `client` is the run's (`http` or `kafka`).
+pub fn check_run(
+    path: &Path,
+    sets: &BTreeMap<String, String>,
+    client: &str,
+) -> std::result::Result<Kind, String> {
+    let spec = load(path).map_err(|e| format!("cluster file {}: {e}", path.display()))?;
+    if spec.kind == Kind::Kafka {
+        kafka::check_sets(sets)?;
+        if client != "kafka" {
+            return Err(format!(
+                "cluster file {} runs Apache Kafka (kind = \"kafka\"), which speaks only \
+                 Kafka's binary protocol: the run needs the Kafka-protocol client (--client \
+                 kafka), but its client is {client:?}, which speaks only the companion broker's \
+                 HTTP API (docs/real-kafka.md)",
+                path.display()
+            ));
+        }
+    }
+    Ok(spec.kind)
+}
+
 /// The number of brokers a cluster file lists (for the run's `nodes` setting).
 pub fn brokers_in(path: &Path) -> Result<usize> {
     load(path).map(|spec| spec.brokers())
@@ -239,6 +265,47 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("nope/broker is not a file"), "{err}");
+    }
+
+    #[test]
+    fn the_shipped_vagrant_kafka_cluster_file_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vagrant/cluster-kafka.toml");
+        let spec = SshSpec::load(&path).unwrap();
+        assert_eq!(spec.kind, Kind::Kafka);
+        assert_eq!(spec.brokers(), 3);
+        assert_eq!(spec.kafka.home, "/opt/kafka");
+        assert_eq!(
+            spec.kafka_bootstrap()["n3"].to_string(),
+            "192.168.56.13:9092"
+        );
+        assert_eq!(spec.install_binary, None);
+    }
+
+    #[test]
+    fn a_kafka_cluster_file_needs_the_kafka_client_and_kafkas_setting_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            dir.path(),
+            "kafka.toml",
+            &format!("kind = \"kafka\"\n{NODES}"),
+        );
+        let sets: BTreeMap<String, String> =
+            [("min.insync.replicas".to_string(), "2".to_string())].into();
+        let err = check_run(&path, &sets, "http").unwrap_err();
+        assert!(
+            err.contains("runs Apache Kafka") && err.contains("--client kafka"),
+            "{err}"
+        );
+        assert_eq!(check_run(&path, &sets, "kafka"), Ok(Kind::Kafka));
+        let bad: BTreeMap<String, String> = [(
+            "tidewater.unsafe.truncate.to.hw.enable".to_string(),
+            "true".to_string(),
+        )]
+        .into();
+        let err = check_run(&path, &bad, "kafka").unwrap_err();
+        assert!(err.contains("Kafka has no equivalent"), "{err}");
+        let companion = write(dir.path(), "tw.toml", NODES);
+        assert_eq!(check_run(&companion, &bad, "http"), Ok(Kind::Tidewater));
     }
 
     #[test]

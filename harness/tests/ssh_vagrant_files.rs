@@ -74,6 +74,39 @@ fn the_vagrantfile_validates() {
     );
 }
 
+/// With `TW_KAFKA_TARBALL` the Vagrantfile copies the tarball into every VM and provisions
+/// Kafka; a path that is not a file stops it with a message naming the variable.
+#[test]
+fn the_vagrantfile_validates_with_a_kafka_tarball_and_refuses_a_missing_one() {
+    if !installed("vagrant", "--version") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tarball = dir.path().join("kafka_2.13-3.9.1.tgz");
+    std::fs::write(&tarball, b"not read by validate").unwrap();
+    let validate = |tarball: &Path| {
+        Command::new("vagrant")
+            .arg("validate")
+            .current_dir(vagrant_dir())
+            .env("VAGRANT_CHECKPOINT_DISABLE", "1")
+            .env("TW_KAFKA_TARBALL", tarball)
+            .output()
+            .unwrap()
+    };
+    let out = validate(&tarball);
+    assert!(
+        out.status.success(),
+        "vagrant validate failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = validate(&dir.path().join("missing.tgz"));
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("TW_KAFKA_TARBALL="), "{text}");
+}
+
 /// `vagrant/nightly.sh` against a stand-in `tidewater` (TW_TIDEWATER) and no Vagrant
 /// (TW_VAGRANT=0), in cron's minimal environment (`env -i PATH=/usr/bin:/bin`): it runs the
 /// matrix with the cluster file into the one store with the night's stamp, keeps the night's

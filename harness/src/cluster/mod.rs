@@ -15,6 +15,7 @@ pub mod noop;
 pub mod ssh;
 
 use crate::net::Net;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
@@ -265,6 +266,13 @@ pub trait Cluster: Send + Sync {
 
     /// The network fault injector of this cluster.
     fn net(&self) -> &dyn Net;
+
+    /// Where each broker node serves Kafka's binary protocol (node name -> address), for a
+    /// Kafka-protocol client to bootstrap from (it maps a Kafka leader id K to node `nK`);
+    /// empty when the brokers speak only the companion broker's HTTP API.
+    fn kafka_bootstrap(&self) -> BTreeMap<String, SocketAddr> {
+        BTreeMap::new()
+    }
 
     /// Heals the network, resumes and stops every process and removes everything the cluster
     /// created. Idempotent; also done when the cluster is dropped.

@@ -17,9 +17,14 @@
 //!
 //! Network faults use iptables on each host, in Tidewater's own chain (see [`crate::net::rules`]);
 //! the `ip rule` fallback is refused here because it would reorder the host's own rules.
+//!
+//! With `kind = "kafka"` the hosts run Apache Kafka (KRaft) instead of the companion broker,
+//! as processes the harness starts; [`kafka`] writes their properties and commands.
 
+pub mod kafka;
 pub mod transport;
 
+pub use kafka::{KafkaScripts, KafkaSpec, Quorum};
 pub use transport::{Limits, Remote, SshRemote, Target};
 
 use super::guard::{self, Teardown};
@@ -29,7 +34,7 @@ use crate::net::rules::{commands_script, Cmd, NodeShell, RuleNet};
 use crate::net::{Net, CLIENT};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,6 +51,18 @@ pub enum Control {
     Systemd,
     /// As a process the harness starts with `setsid`, tracked by a pid file.
     Process,
+}
+
+/// What the hosts run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// The companion broker, `tidewater-broker` (its HTTP API; the default).
+    #[default]
+    Tidewater,
+    /// Apache Kafka in KRaft mode, from a release unpacked on every host (`[kafka]` table;
+    /// `docs/real-kafka.md`). Always run as a process the harness starts.
+    Kafka,
 }
 
 /// How the broker is run on one host, once `Control::Auto` is decided.
@@ -145,6 +162,12 @@ pub const HOSTS_MAX: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SshSpec {
+    /// What the hosts run: the companion broker (default) or Apache Kafka.
+    #[serde(default)]
+    pub kind: Kind,
+    /// How Kafka is installed and laid out on the hosts (`kind = "kafka"` only).
+    #[serde(default)]
+    pub kafka: KafkaSpec,
     /// Port of every node's HTTP listener.
     #[serde(default = "default_http_port")]
     pub http_port: u16,
@@ -215,6 +238,8 @@ pub struct SshSpec {
 impl Default for SshSpec {
     fn default() -> SshSpec {
         SshSpec {
+            kind: Kind::default(),
+            kafka: KafkaSpec::default(),
             http_port: default_http_port(),
             client_ip: None,
             user: None,
@@ -288,7 +313,37 @@ impl SshSpec {
                 "connect_timeout_s and command_timeout_s must be at least 1".into(),
             ));
         }
-        Ok(())
+        self.validate_kind()
+    }
+
+    /// Checks the fields that depend on what the hosts run.
+    fn validate_kind(&self) -> Result<()> {
+        match self.kind {
+            Kind::Tidewater if self.kafka != KafkaSpec::default() => Err(Error::Config(
+                "the [kafka] table applies to kind = \"kafka\" only".into(),
+            )),
+            Kind::Tidewater => Ok(()),
+            Kind::Kafka if self.control == Control::Systemd => Err(Error::Config(
+                "kind = \"kafka\" runs Kafka as a process the harness starts: use control = \
+                 \"process\" or \"auto\" (the systemd unit runs the companion broker)"
+                    .into(),
+            )),
+            Kind::Kafka if self.install_binary.is_some() => Err(Error::Config(
+                "install_binary copies the companion broker; kind = \"kafka\" runs the Kafka \
+                 release under kafka.home on each host (remove install_binary)"
+                    .into(),
+            )),
+            Kind::Kafka => self.kafka.validate().map_err(Error::Config),
+        }
+    }
+
+    /// Where each broker serves Kafka's binary protocol (node name -> address), for a Kafka
+    /// client to bootstrap from; empty unless the hosts run Kafka.
+    pub fn kafka_bootstrap(&self) -> BTreeMap<String, SocketAddr> {
+        match self.kind {
+            Kind::Kafka => self.kafka.bootstrap(&self.node_infos()),
+            Kind::Tidewater => BTreeMap::new(),
+        }
     }
 
     /// The number of broker hosts (every node but `c1`).
@@ -376,6 +431,8 @@ pub fn quote(word: &str) -> String {
 struct Scripts<'a> {
     /// The cluster file.
     spec: &'a SshSpec,
+    /// The node's name (`{node}` in paths).
+    node: String,
     /// This node's remote directory.
     dir: String,
     /// This node's broker binary.
@@ -404,16 +461,29 @@ impl<'a> Scripts<'a> {
             .unwrap_or_else(|| spec.remote_dir.clone());
         Scripts {
             spec,
+            node: node.to_string(),
             dir: dir.replace("{node}", node),
             binary: spec.binary.replace("{node}", node),
             config_path: spec.config_path.replace("{node}", node),
             sudo: host.and_then(|h| h.sudo).unwrap_or(spec.sudo),
-            mode: match spec.control {
-                Control::Auto => None,
-                Control::Systemd => Some(Mode::Systemd),
-                Control::Process => Some(Mode::Process),
+            mode: match (spec.kind, spec.control) {
+                (Kind::Kafka, _) => Some(Mode::Process),
+                (_, Control::Auto) => None,
+                (_, Control::Systemd) => Some(Mode::Systemd),
+                (_, Control::Process) => Some(Mode::Process),
             },
         }
+    }
+
+    /// This node's Kafka commands (`kind = "kafka"`).
+    fn kafka(&self) -> KafkaScripts<'a> {
+        KafkaScripts::new(
+            &self.spec.kafka,
+            &self.node,
+            &self.dir,
+            self.sudo,
+            self.spec.stop_timeout_s,
+        )
     }
 
     /// The decided mode: the file's, or what preflight found for `auto`.
@@ -593,6 +663,10 @@ impl<'a> Scripts<'a> {
                 .to_string(),
             free,
         ];
+        if self.spec.kind == Kind::Kafka {
+            checks.extend(self.kafka().preflight_checks());
+            return self.preflight_script(&checks);
+        }
         let unit_exists = format!("systemctl cat {} >/dev/null 2>&1", self.unit());
         let mut process_checks =
             vec!["command -v setsid >/dev/null 2>&1 || echo 'problem: setsid is missing'".into()];
@@ -615,6 +689,12 @@ impl<'a> Scripts<'a> {
                 process_checks.join("; ")
             )),
         }
+        self.preflight_script(&checks)
+    }
+
+    /// The preflight around `checks` (run privileged): the client address and ssh port, then
+    /// whether `sudo -n` works, then the checks.
+    fn preflight_script(&self, checks: &[String]) -> String {
         let checks = self.sudo(&checks.join("; "));
         let sudo_check = if self.sudo {
             "sudo -n true 2>/dev/null || { echo \"problem: sudo -n fails for $(id -un) \
@@ -649,6 +729,86 @@ impl<'a> Scripts<'a> {
              mv -f {bin}.tw-new.$$ {bin}",
             d = quote(&dir)
         ))
+    }
+}
+
+/// The commands that control one node's process, whatever the hosts run: the companion
+/// broker ([`Scripts`]) or Kafka ([`KafkaScripts`]). Starting and configuring differ in what
+/// they need and are chosen by [`Inner`].
+trait NodeControl {
+    /// SIGCONT, SIGTERM, SIGKILL after a bound; succeeds once the process is gone.
+    fn stop(&self) -> String;
+    /// SIGKILL; succeeds once the process is gone.
+    fn kill(&self) -> String;
+    /// SIGSTOP.
+    fn pause(&self) -> String;
+    /// SIGCONT.
+    fn resume(&self) -> String;
+    /// Succeeds while the process lives (paused or not).
+    fn is_running(&self) -> String;
+    /// Deletes the node's data.
+    fn wipe(&self) -> String;
+    /// Deletes the node's data and empties its logs.
+    fn wipe_all(&self) -> String;
+    /// The files copied into `nodes/<node>/`, each with the script that prints it.
+    fn logs(&self) -> Vec<(String, String)>;
+}
+
+impl NodeControl for Scripts<'_> {
+    fn stop(&self) -> String {
+        Scripts::stop(self)
+    }
+    fn kill(&self) -> String {
+        Scripts::kill(self)
+    }
+    fn pause(&self) -> String {
+        Scripts::pause(self)
+    }
+    fn resume(&self) -> String {
+        Scripts::resume(self)
+    }
+    fn is_running(&self) -> String {
+        Scripts::is_running(self)
+    }
+    fn wipe(&self) -> String {
+        Scripts::wipe(self)
+    }
+    fn wipe_all(&self) -> String {
+        Scripts::wipe_all(self)
+    }
+    fn logs(&self) -> Vec<(String, String)> {
+        let mut logs = vec![("broker.log".to_string(), self.read_log())];
+        if let Some(journal) = self.read_journal() {
+            logs.push(("journal.log".to_string(), journal));
+        }
+        logs
+    }
+}
+
+impl NodeControl for KafkaScripts<'_> {
+    fn stop(&self) -> String {
+        KafkaScripts::stop(self)
+    }
+    fn kill(&self) -> String {
+        KafkaScripts::kill(self)
+    }
+    fn pause(&self) -> String {
+        KafkaScripts::pause(self)
+    }
+    fn resume(&self) -> String {
+        KafkaScripts::resume(self)
+    }
+    fn is_running(&self) -> String {
+        KafkaScripts::is_running(self)
+    }
+    fn wipe(&self) -> String {
+        KafkaScripts::wipe(self)
+    }
+    fn wipe_all(&self) -> String {
+        KafkaScripts::wipe_all(self)
+    }
+    fn logs(&self) -> Vec<(String, String)> {
+        KafkaScripts::logs(self)
     }
 }
 
@@ -906,7 +1066,8 @@ fn connection_failure(e: &Error) -> String {
 struct Inner {
     /// The cluster file.
     spec: SshSpec,
-    /// The run's broker settings (Kafka names), after the per-node ones.
+    /// The run's broker settings (Kafka names), after the per-node ones; with `kind =
+    /// "kafka"`, already mapped to Kafka's broker properties.
     settings: Vec<(String, String)>,
     /// Every node, controller first.
     nodes: Vec<NodeInfo>,
@@ -946,6 +1107,30 @@ impl Inner {
         self.scripts(node).mode()
     }
 
+    /// The commands that control `node`'s process.
+    fn control(&self, node: &str) -> Box<dyn NodeControl + '_> {
+        let scripts = self.scripts(node);
+        match self.spec.kind {
+            Kind::Tidewater => Box::new(scripts),
+            Kind::Kafka => Box::new(scripts.kafka()),
+        }
+    }
+
+    /// The command that starts `node`'s process.
+    fn start_script(&self, node: &NodeInfo) -> String {
+        let scripts = self.scripts(&node.name);
+        match self.spec.kind {
+            Kind::Tidewater => scripts.start(&self.argv(node)),
+            Kind::Kafka => scripts.kafka().start(),
+        }
+    }
+
+    /// `node`'s Kafka `server.properties` (`kind = "kafka"`).
+    fn kafka_properties(&self, node: &NodeInfo) -> String {
+        let data = self.scripts(&node.name).kafka().data_dir();
+        kafka::server_properties(&self.spec.kafka, node, &self.nodes, &data, &self.settings)
+    }
+
     fn node_settings(&self, node: &NodeInfo) -> Vec<(String, String)> {
         let data = self.scripts(&node.name).data_dir();
         node_settings(node, &self.nodes[0], &data, &self.settings)
@@ -973,11 +1158,17 @@ impl Inner {
         let results = on_each(&self.names(), |node| {
             let info = self.nodes.iter().find(|n| n.name == node).expect("a node");
             let scripts = self.scripts(node);
-            self.run(node, &scripts.stop())?;
+            let control = self.control(node);
+            self.run(node, &control.stop())?;
             if self.spec.wipe_on_setup {
-                self.run(node, &scripts.wipe_all())?;
+                self.run(node, &control.wipe_all())?;
             }
-            if scripts.mode() == Mode::Systemd {
+            if self.spec.kind == Kind::Kafka {
+                let properties = self.kafka_properties(info);
+                let configure = scripts.kafka().configure();
+                self.remote
+                    .run(self.host(node)?, &configure, properties.as_bytes())?;
+            } else if scripts.mode() == Mode::Systemd {
                 let toml = settings_toml(&self.node_settings(info));
                 let configure = scripts.configure(info.role);
                 self.remote
@@ -994,7 +1185,7 @@ impl Inner {
         }
         let mut first_error = self.net.heal().err();
         let stopped = on_each(&self.names(), |node| {
-            self.run(node, &self.scripts(node).stop()).map(|_| ())
+            self.run(node, &self.control(node).stop()).map(|_| ())
         });
         for (node, result) in stopped {
             if let Err(e) = result {
@@ -1076,6 +1267,11 @@ impl SshCluster {
                     .into(),
             ));
         }
+        // Settings Kafka cannot take are refused before any host is touched.
+        let settings = match spec.kind {
+            Kind::Tidewater => settings,
+            Kind::Kafka => kafka::broker_properties(&settings).map_err(Error::Config)?,
+        };
         let facts = preflight(&spec, remote.as_ref(), spec.install_binary.is_some())?;
         let nodes = spec.node_infos();
         let hosts = spec
@@ -1170,14 +1366,13 @@ impl Cluster for SshCluster {
 
     fn start(&self, node: &str) -> Result<()> {
         let info = self.node(node)?.clone();
-        let argv = self.inner.argv(&info);
         self.inner
-            .run(node, &self.inner.scripts(node).start(&argv))
+            .run(node, &self.inner.start_script(&info))
             .map(|_| ())
     }
 
     fn stop(&self, node: &str) -> Result<()> {
-        self.inner.run(node, &self.inner.scripts(node).stop())?;
+        self.inner.run(node, &self.inner.control(node).stop())?;
         self.inner
             .paused
             .lock()
@@ -1187,7 +1382,7 @@ impl Cluster for SshCluster {
     }
 
     fn kill(&self, node: &str) -> Result<()> {
-        self.inner.run(node, &self.inner.scripts(node).kill())?;
+        self.inner.run(node, &self.inner.control(node).kill())?;
         self.inner
             .paused
             .lock()
@@ -1202,7 +1397,7 @@ impl Cluster for SshCluster {
                 "cannot pause {node}: it is not running"
             )));
         }
-        self.inner.run(node, &self.inner.scripts(node).pause())?;
+        self.inner.run(node, &self.inner.control(node).pause())?;
         self.inner
             .paused
             .lock()
@@ -1212,7 +1407,7 @@ impl Cluster for SshCluster {
     }
 
     fn resume(&self, node: &str) -> Result<()> {
-        self.inner.run(node, &self.inner.scripts(node).resume())?;
+        self.inner.run(node, &self.inner.control(node).resume())?;
         self.inner
             .paused
             .lock()
@@ -1226,13 +1421,13 @@ impl Cluster for SshCluster {
             return Err(Error::State(format!("stop {node} before wiping its data")));
         }
         self.inner
-            .run(node, &self.inner.scripts(node).wipe())
+            .run(node, &self.inner.control(node).wipe())
             .map(|_| ())
     }
 
     fn is_running(&self, node: &str) -> bool {
         self.inner
-            .run(node, &self.inner.scripts(node).is_running())
+            .run(node, &self.inner.control(node).is_running())
             .is_ok()
     }
 
@@ -1245,16 +1440,19 @@ impl Cluster for SshCluster {
     }
 
     fn collect_logs(&self, node: &str, dest: &Path) -> Result<()> {
-        let scripts = self.inner.scripts(node);
         let host = self.inner.host(node)?;
         std::fs::create_dir_all(dest)
             .map_err(|e| Error::io(format!("create {}", dest.display()), e))?;
-        let remote = &self.inner.remote;
-        remote.download(host, &scripts.read_log(), &dest.join("broker.log"))?;
-        if let Some(script) = scripts.read_journal() {
-            remote.download(host, &script, &dest.join("journal.log"))?;
+        for (file, script) in self.inner.control(node).logs() {
+            self.inner
+                .remote
+                .download(host, &script, &dest.join(file))?;
         }
         Ok(())
+    }
+
+    fn kafka_bootstrap(&self) -> BTreeMap<String, SocketAddr> {
+        self.inner.spec.kafka_bootstrap()
     }
 
     fn net(&self) -> &dyn Net {
@@ -1669,6 +1867,197 @@ mod tests {
         assert_eq!(log, "line 1\nline 2\n");
         let journal = std::fs::read_to_string(dest.join("journal.log")).unwrap();
         assert_eq!(journal, "Started tidewater-broker.service\n");
+    }
+
+    fn kafka_spec() -> SshSpec {
+        let mut spec: SshSpec = toml::from_str(SPEC).unwrap();
+        spec.kind = Kind::Kafka;
+        spec
+    }
+
+    #[test]
+    fn a_kafka_cluster_writes_each_nodes_properties_and_controls_kafka_by_its_pid() {
+        let remote = Arc::new(FakeRemote {
+            answers: vec![("server.log", "INFO [KafkaServer id=1] started\n")],
+            ..FakeRemote::default()
+        });
+        let settings = vec![
+            ("min.insync.replicas".to_string(), "2".to_string()),
+            ("flush.messages".to_string(), "1".to_string()),
+        ];
+        let c = SshCluster::with_remote(kafka_spec(), settings, remote.clone()).unwrap();
+        assert_eq!(c.mode("n1"), Mode::Process);
+        let log = remote.log.lock().unwrap().clone();
+        let written = log
+            .iter()
+            .find(|(h, s, _)| {
+                h == "vagrant@192.168.56.12"
+                    && s.contains("cat > /var/lib/tidewater/server.properties")
+            })
+            .expect("n2's server.properties written");
+        for line in [
+            "process.roles=broker",
+            "node.id=2",
+            "controller.quorum.voters=0@192.168.56.10:9093",
+            "advertised.listeners=PLAINTEXT://192.168.56.12:9092",
+            "log.dirs=/var/lib/tidewater/data",
+            "min.insync.replicas=2",
+            "log.flush.interval.messages=1",
+        ] {
+            assert!(
+                written.2.lines().any(|l| l == line),
+                "{line}:\n{}",
+                written.2
+            );
+        }
+        assert!(
+            !log.iter()
+                .any(|(_, s, _)| s.contains("broker.toml") || s.contains("systemctl")),
+            "nothing of the companion broker's unit"
+        );
+        let wipe = log
+            .iter()
+            .position(|(h, s, _)| h == "c1" && s.contains("rm -rf /var/lib/tidewater/data"))
+            .expect("c1 wiped");
+        let stop = log
+            .iter()
+            .position(|(h, s, _)| h == "c1" && s.contains("kill -TERM"))
+            .expect("c1 stopped");
+        assert!(stop < wipe, "wipe only after Kafka stopped");
+        remote.log.lock().unwrap().clear();
+        c.start("n1").unwrap();
+        c.kill("n1").unwrap();
+        c.pause("n2").unwrap();
+        c.resume("n2").unwrap();
+        let log = remote.log.lock().unwrap().clone();
+        let on = |host: &str| -> Vec<String> {
+            log.iter()
+                .filter(|(h, _, _)| h == host)
+                .map(|(_, s, _)| s.clone())
+                .collect()
+        };
+        let n1 = on("n1");
+        assert!(
+            n1[0].contains("/opt/kafka/bin/kafka-server-start.sh"),
+            "{}",
+            n1[0]
+        );
+        assert!(n1[0].contains("kafka-storage.sh format -t VGlkZXdhdGVyS2Fma2EwMQ"));
+        assert!(n1[1].contains("kill -KILL \"$pid\""), "{}", n1[1]);
+        let n2 = on("vagrant@192.168.56.12");
+        assert!(
+            n2.iter().any(|s| s.contains("kill -STOP \"$pid\"")),
+            "{n2:?}"
+        );
+        assert!(n2.last().unwrap().contains("kill -CONT \"$pid\""), "{n2:?}");
+        let dir = tempfile::tempdir().unwrap();
+        c.collect_logs("n1", dir.path()).unwrap();
+        for file in [
+            "broker.log",
+            "server.properties",
+            "server.log",
+            "controller.log",
+        ] {
+            assert!(dir.path().join(file).is_file(), "{file}");
+        }
+        let server = std::fs::read_to_string(dir.path().join("server.log")).unwrap();
+        assert_eq!(server, "INFO [KafkaServer id=1] started\n");
+        let bootstrap: Vec<String> = c
+            .kafka_bootstrap()
+            .iter()
+            .map(|(n, a)| format!("{n}={a}"))
+            .collect();
+        assert_eq!(
+            bootstrap,
+            ["n1=192.168.56.11:9092", "n2=192.168.56.12:9092"]
+        );
+        remote.log.lock().unwrap().clear();
+        c.teardown().unwrap();
+        let log = remote.log.lock().unwrap().clone();
+        assert_eq!(
+            log.iter()
+                .filter(|(_, s, _)| s.contains("kill -TERM"))
+                .count(),
+            3,
+            "teardown stops Kafka on every host"
+        );
+    }
+
+    #[test]
+    fn a_kafka_cluster_refuses_settings_kafka_lacks_before_touching_any_host() {
+        let remote = Arc::new(FakeRemote::default());
+        let settings = vec![(
+            "tidewater.unsafe.serve.lagging.hw.enable".to_string(),
+            "true".to_string(),
+        )];
+        let err = SshCluster::with_remote(kafka_spec(), settings, remote.clone())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("Kafka has no equivalent"), "{err}");
+        assert!(remote.log.lock().unwrap().is_empty(), "no host was touched");
+    }
+
+    #[test]
+    fn the_preflight_of_a_kafka_host_checks_kafka_and_java_instead_of_the_unit() {
+        let remote = Arc::new(FakeRemote {
+            answers: vec![(
+                "client=",
+                "client=192.168.56.1\nproblem: /opt/kafka/bin/kafka-server-start.sh is not an \
+                 executable\n",
+            )],
+            ..FakeRemote::default()
+        });
+        let err = SshCluster::with_remote(kafka_spec(), vec![], remote.clone())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("n1 (n1): /opt/kafka/bin/kafka-server-start.sh"),
+            "{err}"
+        );
+        let log = remote.log.lock().unwrap();
+        let preflight = &log[0].1;
+        for check in [
+            "test -x /opt/kafka/bin/kafka-server-start.sh",
+            "test -x /opt/kafka/bin/kafka-storage.sh",
+            "command -v java",
+            "command -v setsid",
+            "command -v iptables",
+        ] {
+            assert!(preflight.contains(check), "{check}: {preflight}");
+        }
+        assert!(!preflight.contains("systemctl"), "{preflight}");
+    }
+
+    #[test]
+    fn the_kind_and_the_kafka_table_must_agree_with_the_rest_of_the_file() {
+        let mut spec = kafka_spec();
+        spec.control = Control::Systemd;
+        assert!(spec.validate().unwrap_err().to_string().contains("control"));
+        let mut spec = kafka_spec();
+        spec.install_binary = Some("auto".into());
+        assert!(spec
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("remove install_binary"));
+        let mut spec: SshSpec = toml::from_str(SPEC).unwrap();
+        spec.kafka.port = 19092;
+        assert!(spec
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("kind = \"kafka\" only"));
+        assert!(spec.kafka_bootstrap().is_empty() || spec.kind == Kind::Kafka);
+        let spec: SshSpec = toml::from_str(&format!(
+            "kind = \"kafka\"\n{SPEC}\n[kafka]\nhome = \"/srv/kafka\"\nquorum = \"combined\"\n\
+             [kafka.properties]\n\"num.io.threads\" = 4\n"
+        ))
+        .unwrap();
+        spec.validate().unwrap();
+        assert_eq!(spec.kafka.quorum, Quorum::Combined);
+        assert_eq!(spec.kafka.properties["num.io.threads"], "4");
     }
 
     /// Answers `sha256sum` and the preflight per host.
