@@ -510,11 +510,6 @@ fn run_command(args: RunArgs) -> i32 {
     execute_run(config, &target, &runtime).0
 }
 
-/// The client runs use to drive the brokers: the companion broker's HTTP API. (`--client`,
-/// issue #17, will choose between it and Kafka's protocol; a cluster of real Kafka needs
-/// `kafka`, `crate::cluster_file::check_run`.)
-const RUN_CLIENT: &str = "http";
-
 /// Where and how runs execute: shared by `run` and `matrix`.
 struct RunTarget {
     /// The store directory.
@@ -553,7 +548,16 @@ impl RunTarget {
                     config.nodes
                 ));
             }
-            crate::cluster_file::check_run(file, &config.sets, RUN_CLIENT)?;
+            let kind = crate::cluster_file::check_run(file, &config.sets, &config.client)?;
+            if kind == crate::cluster::ssh::Kind::Kafka {
+                return Err(format!(
+                    "cluster file {} runs Apache Kafka: the workload can drive it (--client \
+                     kafka), but the harness's topic setup, ISR sampler, recovery check and \
+                     the nemesis's leader lookups still use the companion broker's HTTP API, \
+                     so such runs are refused until they speak Kafka too (docs/real-kafka.md)",
+                    file.display()
+                ));
+            }
         }
         Ok(())
     }
