@@ -238,6 +238,16 @@ async fn kafka_scenario(address: &str, records: usize, secs: f64, concurrency: u
     )
 }
 
+async fn create_topic(url: &str) {
+    let created = reqwest::Client::new()
+        .post(format!("{url}/v1/topics"))
+        .json(&json!({"name": "bench", "partitions": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -250,22 +260,35 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(16);
-    let dir = tempfile::tempdir().unwrap();
-    let (_broker, url, kafka) = start_broker(dir.path());
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async {
-        let created = reqwest::Client::new()
-            .post(format!("{url}/v1/topics"))
-            .json(&json!({"name": "bench", "partitions": 1}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(created.status().as_u16(), 201);
-        println!("{concurrency} requests in flight, {secs} s per scenario, acks=1, 100-byte values");
-        for records in [1, 100] {
-            let http = http_scenario(&url, records, secs, concurrency).await;
-            let kafka = kafka_scenario(&kafka, records, secs, concurrency).await;
-            println!("kafka / http, {records} record(s): {:.2}x", kafka / http);
+    println!("{concurrency} requests in flight, {secs} s per scenario, acks=1, 100-byte values");
+    println!("each scenario on a fresh broker and log dir; pairs run HTTP first, then Kafka first");
+    for records in [1, 100] {
+        let mut ratios = Vec::new();
+        for kafka_first in [false, true] {
+            let mut measured = [0.0f64; 2];
+            let order: [usize; 2] = if kafka_first { [1, 0] } else { [0, 1] };
+            for which in order {
+                let dir = tempfile::tempdir().unwrap();
+                let (_broker, url, kafka) = start_broker(dir.path());
+                measured[which] = runtime.block_on(async {
+                    create_topic(&url).await;
+                    if which == 0 {
+                        http_scenario(&url, records, secs, concurrency).await
+                    } else {
+                        kafka_scenario(&kafka, records, secs, concurrency).await
+                    }
+                });
+            }
+            ratios.push(measured[1] / measured[0]);
         }
-    });
+        println!(
+            "kafka / http, {records} record(s): {}",
+            ratios
+                .iter()
+                .map(|r| format!("{r:.2}x"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
 }

@@ -57,46 +57,43 @@ fn refused(code: i16, message: impl Into<String>) -> Refused {
 /// compression this build decodes.
 fn decode_produce_records(records: &Bytes) -> Result<Vec<Record>, Refused> {
     let invalid = |message: String| refused(code(ErrorKind::InvalidRecord), message);
-    let mut info_buf = records.clone();
-    let infos = RecordBatchDecoder::decode_batch_info(&mut info_buf)
-        .map_err(|e| invalid(format!("cannot decode the record batch: {e}")))?;
-    match infos.as_slice() {
-        [_] if info_buf.is_empty() => {}
-        [] => {
-            return Err(invalid(
-                "no v2 record batch (message format v0/v1 is not served)".into(),
-            ))
-        }
-        _ => {
-            return Err(invalid(
-                "a produce must carry exactly one record batch per partition".into(),
-            ))
+    // The batch header's attributes (bytes 21..23 of a v2 batch) name its compression.
+    if records.len() >= 23 && records[16] == 2 {
+        let compression = i16::from_be_bytes([records[21], records[22]]) & 0x7;
+        if compression == Compression::Lz4 as i16 || compression == Compression::Zstd as i16 {
+            return Err(refused(
+                UNSUPPORTED_COMPRESSION_TYPE,
+                "lz4 and zstd batches are not decoded here; use none, gzip or snappy",
+            ));
         }
     }
-    let info = &infos[0];
-    if matches!(info.compression, Compression::Lz4 | Compression::Zstd) {
-        return Err(refused(
-            UNSUPPORTED_COMPRESSION_TYPE,
-            format!(
-                "{:?} batches are not decoded here; use none, gzip or snappy",
-                info.compression
-            ),
+    let mut buf = records.clone();
+    let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| {
+        invalid(format!(
+            "cannot decode the record batch (one v2 batch expected; message format v0/v1 is \
+             not served): {e}"
+        ))
+    })?;
+    if !buf.is_empty() {
+        return Err(invalid(
+            "a produce must carry exactly one record batch per partition".into(),
         ));
     }
-    if info.transactional || info.control {
+    let Some(first) = set.records.first() else {
+        return Err(invalid("the record batch is empty".into()));
+    };
+    if first.transactional || first.control {
         return Err(invalid(
             "transactional and control batches are not supported".into(),
         ));
     }
-    if info.producer_id != NO_PRODUCER_ID {
+    if first.producer_id != NO_PRODUCER_ID {
         return Err(invalid(format!(
-            "producer id {} given, but idempotent producers are not supported (InitProducerId is not served)",
-            info.producer_id
+            "producer id {} given, but idempotent producers are not supported (InitProducerId \
+             is not served)",
+            first.producer_id
         )));
     }
-    let mut buf = records.clone();
-    let set = RecordBatchDecoder::decode(&mut buf)
-        .map_err(|e| invalid(format!("cannot decode the record batch: {e}")))?;
     let now = now_ms();
     set.records
         .into_iter()
