@@ -410,6 +410,12 @@ const ROUTES: &[(&str, Route)] = &[
     ("broker.id", Route::Owned),
     ("listeners", Route::Owned),
     ("advertised.listeners", Route::Owned),
+    ("kafka.listeners", Route::Owned),
+    ("kafka.advertised.listeners", Route::Owned),
+    (
+        "socket.request.max.bytes",
+        Route::Broker("socket.request.max.bytes", Type::Int),
+    ),
     ("log.dirs", Route::Owned),
     ("log.dir", Route::Owned),
     (
