@@ -56,8 +56,13 @@ pub struct KafkaQueueClient {
 
 /// Kafka's name for an rskafka protocol error: `NotEnoughReplicas` -> `NOT_ENOUGH_REPLICAS`.
 pub fn kafka_error_name(error: &ProtocolError) -> String {
-    let debug = format!("{error:?}");
-    let name = debug.split('(').next().unwrap_or(&debug);
+    screaming_snake(&format!("{error:?}"))
+}
+
+/// Kafka's error name from a Rust variant name: `NotEnoughReplicas` -> `NOT_ENOUGH_REPLICAS`
+/// (anything from a `(` on, as in `Unknown(99)`, is dropped).
+pub fn screaming_snake(camel: &str) -> String {
+    let name = camel.split('(').next().unwrap_or(camel);
     let mut out = String::new();
     for (i, c) in name.chars().enumerate() {
         if c.is_ascii_uppercase() && i > 0 {
@@ -100,15 +105,7 @@ pub fn cause_of(error: &KafkaError) -> ErrorCause {
 /// with message ...").
 fn server_error_name(message: &str) -> Option<String> {
     let rest = message.split("Server error ").nth(1)?;
-    let name = rest.split_whitespace().next()?;
-    let mut out = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_uppercase());
-    }
-    Some(out)
+    Some(screaming_snake(rest.split_whitespace().next()?))
 }
 
 /// The wall clock as rskafka's timestamp type.

@@ -5,6 +5,7 @@
 //! - `results`: [`results::CheckResults`], the content of `results.json`.
 //! - `client`: [`client::BrokerClient`], the broker's HTTP client with fail/info error mapping.
 //! - `kafka`: [`kafka::KafkaQueueClient`], the queue workload over Kafka's protocol (rskafka).
+//! - `kafka_admin`: [`kafka_admin::KafkaAdmin`], metadata and topic creation over Kafka's protocol.
 //! - `queue`: the queue workload: generator, consumer state and op execution.
 //! - `group`: the consumer-group workload: members, coordinator client, consumer faults.
 //! - `checker`: [`checker::check`], from a history and the run's settings to `results.json`.
@@ -16,5 +17,6 @@ pub mod edn;
 pub mod group;
 pub mod history;
 pub mod kafka;
+pub mod kafka_admin;
 pub mod queue;
 pub mod results;

@@ -27,7 +27,7 @@ pub use executor::{fault_kind, Nemesis};
 pub use plan::{Action, FaultPlan, PartitionKind, Step};
 pub use schedule::{parse_faults, random_plan, ClusterTimeouts, Fault, FaultKind};
 pub use target::Target;
-pub use view::{ClusterView, HttpView, PartitionState, StaticView};
+pub use view::{view_of, ClusterView, HttpView, KafkaView, PartitionState, StaticView};
 
 use serde_json::Value;
 use std::sync::Mutex;

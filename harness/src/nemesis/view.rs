@@ -77,6 +77,48 @@ impl ClusterView for HttpView {
     }
 }
 
+/// Metadata over Kafka's protocol, for clusters that speak nothing else (Apache Kafka): the
+/// brokers' metadata, asked in turn. Kafka's brokers answer from their metadata caches, so an
+/// isolated broker may report a leadership the quorum has already moved.
+pub struct KafkaView {
+    admin: tidewater_workloads::kafka_admin::KafkaAdmin,
+}
+
+impl KafkaView {
+    /// A view over the brokers' Kafka listeners, `HOST:PORT` each.
+    pub fn new(bootstrap: Vec<String>) -> KafkaView {
+        KafkaView {
+            admin: tidewater_workloads::kafka_admin::KafkaAdmin::new(bootstrap, METADATA_TIMEOUT),
+        }
+    }
+}
+
+impl ClusterView for KafkaView {
+    fn partition_state<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<PartitionState>> {
+        Box::pin(async move {
+            let p = self.admin.partition(key).await?;
+            Some(PartitionState {
+                leader: p.leader,
+                isr: p.isr,
+                replicas: p.replicas,
+            })
+        })
+    }
+}
+
+/// The view the nemesis uses on `cluster`: Kafka's metadata on a cluster of Apache Kafka,
+/// the companion broker's HTTP metadata otherwise.
+pub fn view_of(cluster: &dyn crate::cluster::Cluster) -> std::sync::Arc<dyn ClusterView> {
+    let kafka = cluster.kafka_bootstrap();
+    if kafka.is_empty() {
+        std::sync::Arc::new(HttpView::new(cluster.nodes()))
+    } else {
+        std::sync::Arc::new(KafkaView::new(
+            kafka.values().map(|a| a.to_string()).collect(),
+        ))
+    }
+}
+
 /// A view whose answers the test sets: for tests of the nemesis without a broker.
 #[derive(Default)]
 pub struct StaticView {

@@ -4,7 +4,7 @@
 
 use super::config::RunConfig;
 use crate::cluster::{node_list, Cluster};
-use crate::nemesis::{self, schedule::parse_faults, FaultPlan, HttpView, Nemesis};
+use crate::nemesis::{self, schedule::parse_faults, FaultPlan, Nemesis};
 use crate::recorder::Recorder;
 use serde_json::Value;
 use std::net::Ipv4Addr;
@@ -163,7 +163,7 @@ pub fn spawn(
     deadline: Instant,
 ) -> Result<NemesisHandle, String> {
     let plan = stored_plan(config)?;
-    let view = Arc::new(HttpView::new(cluster.nodes()));
+    let view = nemesis::view_of(&*cluster);
     let mut nemesis = Nemesis::new(
         cluster,
         view,
@@ -197,7 +197,7 @@ pub async fn final_step_without_plan(
     recorder: Arc<Recorder>,
     seed: u64,
 ) -> Result<(), String> {
-    let view = Arc::new(HttpView::new(cluster.nodes()));
+    let view = nemesis::view_of(&*cluster);
     let mut nemesis = Nemesis::new(cluster, view, Arc::new(HistoryRecorder(recorder)), seed);
     nemesis.final_step().await
 }

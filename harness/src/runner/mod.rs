@@ -32,6 +32,7 @@ use tidewater_workloads::checker::{self, CheckSettings};
 use tidewater_workloads::client::{BrokerClient, ClientConfig};
 use tidewater_workloads::group::{GroupContext, GroupSettings, HttpGroupClient};
 use tidewater_workloads::kafka::{KafkaClientConfig, KafkaQueueClient};
+use tidewater_workloads::kafka_admin::KafkaAdmin;
 use tidewater_workloads::queue::{QueueClient, QueueSettings, ValueSource};
 use tidewater_workloads::results::{CheckResults, Validity};
 use tokio::time::Instant;
@@ -248,10 +249,15 @@ async fn run_phases(
 ) -> Result<(bool, BTreeMap<String, KeyCoverage>), RunError> {
     let (client, controller, client_config) = clients(&*cluster);
     let kafka = kafka_client(config, &*cluster, &client, &client_config);
+    // Apache Kafka (a `kind = "kafka"` cluster file) speaks nothing but Kafka's protocol: the
+    // harness's own calls go through it too, and there is no `/v1/status` to sample.
+    let real_kafka = kafka_admin(&*cluster);
     let keys = config.keys();
-    setup_topic(&client, &controller, config)
-        .await
-        .map_err(RunError::Setup)?;
+    match &real_kafka {
+        Some(admin) => setup_kafka_topic(admin, config).await,
+        None => setup_topic(&client, &controller, config).await,
+    }
+    .map_err(RunError::Setup)?;
     say(
         progress,
         &format!("topic {} ready: {}", config.topic, keys.join(" ")),
@@ -269,7 +275,16 @@ async fn run_phases(
     let sampler = tokio::spawn({
         let (client, recorder, stop) = (client.clone(), recorder.clone(), stop_background.clone());
         let (nodes, path) = (cluster.broker_names(), run_dir.samples());
-        async move { sampler::run(client, nodes, recorder, &path, stop).await }
+        let sample = real_kafka.is_none();
+        async move {
+            if sample {
+                sampler::run(client, nodes, recorder, &path, stop).await
+            } else {
+                // Apache Kafka has no `/v1/status`: no replica samples (the report's HW and
+                // ISR plots stay empty).
+                std::fs::write(&path, "").map(|()| 0)
+            }
+        }
     });
     let ticker = tokio::spawn(tick_progress(
         progress.clone(),
@@ -334,7 +349,10 @@ async fn run_phases(
 
     let recovery_limit = Duration::from_secs(config.recovery_time_limit_s);
     progress.phase("recovery", Some(recovery_limit));
-    let recovered = wait_for_recovery(&client, &keys, recovery_limit).await;
+    let recovered = match (&real_kafka, &kafka) {
+        (Some(_), Some(kafka)) => wait_for_kafka_recovery(kafka, &keys, recovery_limit).await,
+        _ => wait_for_recovery(&client, &keys, recovery_limit).await,
+    };
     say(
         progress,
         &if recovered {
@@ -408,20 +426,100 @@ fn kafka_client(
     if config.client != "kafka" {
         return None;
     }
-    let bootstrap = cluster
+    let settings = KafkaClientConfig {
+        bootstrap: kafka_bootstrap(cluster),
+        request_timeout_ms: client_config.request_timeout_ms,
+    };
+    // Only the companion broker can say when a log has settled (`/v1/status`).
+    let settled = cluster.kafka_bootstrap().is_empty().then(|| http.clone());
+    Some(Arc::new(KafkaQueueClient::new(settings, settled)))
+}
+
+/// `HOST:PORT` of every broker's Kafka listener: Apache Kafka's from the cluster file, the
+/// companion broker's on the port after its HTTP port.
+fn kafka_bootstrap(cluster: &dyn Cluster) -> Vec<String> {
+    let kafka = cluster.kafka_bootstrap();
+    if !kafka.is_empty() {
+        return kafka.values().map(|a| a.to_string()).collect();
+    }
+    cluster
         .nodes()
         .iter()
         .filter(|n| n.role == crate::cluster::Role::Broker)
         .map(|n| n.kafka_address())
-        .collect();
-    let settings = KafkaClientConfig {
-        bootstrap,
-        request_timeout_ms: client_config.request_timeout_ms,
-    };
-    Some(Arc::new(KafkaQueueClient::new(
-        settings,
-        Some(http.clone()),
-    )))
+        .collect()
+}
+
+/// The harness's own Kafka-protocol calls on a cluster of Apache Kafka; `None` on the
+/// companion broker, which the harness observes over HTTP.
+fn kafka_admin(cluster: &dyn Cluster) -> Option<KafkaAdmin> {
+    if cluster.kafka_bootstrap().is_empty() {
+        return None;
+    }
+    Some(KafkaAdmin::new(
+        kafka_bootstrap(cluster),
+        Duration::from_millis(ClientConfig::new(BTreeMap::new()).request_timeout_ms),
+    ))
+}
+
+/// [`setup_topic`] over Kafka's protocol: CreateTopics with the run's topic configs, then
+/// Metadata until every partition has a leader, within [`SETUP_TIME_LIMIT`].
+async fn setup_kafka_topic(admin: &KafkaAdmin, config: &RunConfig) -> Result<(), String> {
+    let deadline = Instant::now() + SETUP_TIME_LIMIT;
+    let configs = config.topic_configs();
+    let keys = config.keys();
+    let mut created = false;
+    let mut last_error = String::new();
+    while Instant::now() < deadline {
+        if !created {
+            match admin
+                .create_topic(
+                    &config.topic,
+                    config.partitions,
+                    config.replication_factor,
+                    &configs,
+                )
+                .await
+            {
+                Ok(()) => created = true,
+                Err(e) => last_error = format!("{}: {}", e.cause.name(), e.message),
+            }
+        }
+        if created {
+            match admin.metadata().await {
+                Ok(parts) => {
+                    let led = keys
+                        .iter()
+                        .filter(|k| parts.iter().any(|p| &p.key == *k && p.leader.is_some()))
+                        .count();
+                    if led == keys.len() {
+                        return Ok(());
+                    }
+                    last_error = format!("{led} of {} partitions have a leader", keys.len());
+                }
+                Err(e) => last_error = format!("metadata: {}", e.message),
+            }
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+    Err(format!("topic {}: {last_error}", config.topic))
+}
+
+/// [`wait_for_recovery`] over Kafka's protocol: every key's leader answers ListOffsets.
+async fn wait_for_kafka_recovery(
+    client: &KafkaQueueClient,
+    keys: &[String],
+    limit: Duration,
+) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let answers = futures::future::join_all(keys.iter().map(|k| client.earliest(k))).await;
+        if answers.iter().all(Result::is_ok) {
+            return true;
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+    false
 }
 
 /// Sets its flag when dropped: stops background tasks whichever way a phase ends.
