@@ -394,7 +394,7 @@ fn schedule_summary(schedule: Option<&Value>) -> Option<String> {
 }
 
 fn settings_section(files: &RunFiles) -> String {
-    const KNOWN: [(&str, &str); 9] = [
+    const KNOWN: [(&str, &str); 10] = [
         ("name", "test"),
         ("seed", "seed"),
         ("time_limit_s", "time limit (s)"),
@@ -404,6 +404,7 @@ fn settings_section(files: &RunFiles) -> String {
         ("nodes", "nodes"),
         ("matrix_cell", "matrix cell"),
         ("workload", "workload"),
+        ("client", "client"),
     ];
     // A fault plan replaces the random schedule, so its nemesis list and interval were unused.
     let planned = files.config.get("plan").is_some_and(|p| !p.is_null());
