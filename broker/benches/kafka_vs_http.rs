@@ -64,6 +64,21 @@ struct Totals {
     latency_us: std::sync::Mutex<Vec<u64>>,
 }
 
+/// Lets the workers run for `secs`, stops them, waits for them and returns how long they ran.
+async fn run_for(
+    secs: f64,
+    stop: &AtomicBool,
+    started: Instant,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+) -> f64 {
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    started.elapsed().as_secs_f64()
+}
+
 fn report(name: &str, records_per_request: u64, seconds: f64, totals: &Totals) -> f64 {
     let requests = totals.requests.load(Ordering::Relaxed);
     let mut latencies = totals.latency_us.lock().unwrap().clone();
@@ -120,12 +135,7 @@ async fn http_scenario(url: &str, records: usize, secs: f64, concurrency: usize)
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.await.unwrap();
-    }
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = run_for(secs, &stop, started, workers).await;
     report(
         &format!("http  produce {records:>3} record(s)"),
         records as u64,
@@ -224,12 +234,7 @@ async fn kafka_scenario(address: &str, records: usize, secs: f64, concurrency: u
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.await.unwrap();
-    }
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = run_for(secs, &stop, started, workers).await;
     report(
         &format!("kafka produce {records:>3} record(s)"),
         records as u64,

@@ -4,64 +4,17 @@
 //! coordinator, loads the partition and serves the committed offsets. Processes are killed by
 //! Drop guards even when the test fails.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
+
+use common::Node;
 
 use serde_json::{json, Value};
 
 /// Bound on every wait for the cluster to converge (a liveness bound, not a timing check).
 const CONVERGENCE_MAX: Duration = Duration::from_secs(60);
 const GROUP: &str = "g-cluster";
-
-/// A process killed with SIGKILL when dropped.
-struct Process {
-    child: Child,
-    url: String,
-}
-
-impl Process {
-    fn start(dir: &Path, args: &[String]) -> Process {
-        std::fs::create_dir_all(dir).unwrap();
-        let stderr = std::fs::File::create(dir.with_extension("stderr")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tidewater-broker"))
-            .args(["--set", "listeners=http://127.0.0.1:0"])
-            .args(["--set", &format!("log.dirs={}", dir.display())])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .spawn()
-            .expect("broker binary starts");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut process = Process {
-            child,
-            url: String::new(),
-        };
-        let line = rx.recv_timeout(Duration::from_secs(30)).expect("started");
-        let address = line.strip_prefix("listening on ").expect("listening line");
-        process.url = format!("http://{address}");
-        process
-    }
-
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
 
 async fn call(
     http: &reqwest::Client,
@@ -142,25 +95,20 @@ async fn a_new_coordinator_loads_the_offsets_after_kill_9() {
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
-    let controller = Process::start(
+    let controller = Node::start(
         &dir.path().join("controller"),
         &[
-            "--role",
-            "controller",
-            "--set",
-            "broker.session.timeout.ms=2000",
-        ]
-        .map(String::from),
+            "process.roles=controller".to_string(),
+            "broker.session.timeout.ms=2000".to_string(),
+        ],
     );
-    let mut brokers: Vec<Process> = (1..=3)
+    let mut brokers: Vec<Node> = (1..=3)
         .map(|id| {
-            let args = [
-                "--set".to_string(),
+            let settings = [
                 format!("broker.id={id}"),
-                "--set".to_string(),
                 format!("controller.address={}", controller.url),
             ];
-            Process::start(&dir.path().join(format!("broker-{id}")), &args)
+            Node::start(&dir.path().join(format!("broker-{id}")), &settings)
         })
         .collect();
     let metadata_url = format!("{}/controller/v1/metadata", controller.url);
