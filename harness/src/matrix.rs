@@ -41,7 +41,7 @@ pub const CELLS_MAX: usize = 256;
 /// Repetitions per cell at most.
 pub const REPETITIONS_MAX: u32 = 100;
 /// Axes that change the run rather than the broker or topic configuration.
-pub const RUN_AXES: [&str; 3] = ["acks", "plan", "nemesis"];
+pub const RUN_AXES: [&str; 4] = ["acks", "plan", "nemesis", "client"];
 /// The JUnit file written beside `matrix.html`.
 pub const JUNIT_FILE: &str = "junit.xml";
 
@@ -103,7 +103,7 @@ pub struct CellPlan {
     pub label: String,
     /// Every axis value of the cell, as text.
     pub settings: BTreeMap<String, String>,
-    /// Overrides of run settings (`acks`, `plan`, `nemesis`), as text.
+    /// Overrides of run settings (`acks`, `plan`, `nemesis`, `client`), as text.
     pub run: BTreeMap<String, String>,
     /// Broker and topic settings (`--set key=value`).
     pub sets: BTreeMap<String, String>,
@@ -552,6 +552,33 @@ mod tests {
             cells[1].run_table(&file.run)["nemesis"],
             toml::Value::Array(vec![])
         );
+    }
+
+    #[test]
+    fn a_client_axis_compares_http_and_kafka_in_one_matrix() {
+        let file = MatrixFile::parse(
+            "name = \"m\"\n[axes]\nclient = [\"http\", \"kafka\"]\nplan = [\"kill-isr\"]",
+        )
+        .unwrap();
+        let clients: Vec<String> = file
+            .cells()
+            .iter()
+            .map(|cell| {
+                let table = serde_json::to_value(cell.run_table(&file.run)).unwrap();
+                let config = crate::runner::config::example()
+                    .overlay(table.as_object().unwrap())
+                    .unwrap_or_else(|e| panic!("{}: {e}", cell.label));
+                assert!(config.sets.is_empty() || !config.sets.contains_key("client"));
+                config.client
+            })
+            .collect();
+        assert_eq!(clients, ["http", "kafka"]);
+        let bad = MatrixFile::parse("name = \"m\"\n[axes]\nclient = [\"grpc\"]").unwrap();
+        let table = serde_json::to_value(bad.cells()[0].run_table(&bad.run)).unwrap();
+        let refused = crate::runner::config::example()
+            .overlay(table.as_object().unwrap())
+            .unwrap_err();
+        assert!(refused.contains("--client"), "{refused}");
     }
 
     #[test]
