@@ -191,6 +191,15 @@ pub async fn run(
 }
 
 fn describe_nodes(cluster: &dyn Cluster) -> String {
+    let kafka = cluster.kafka_bootstrap();
+    if !kafka.is_empty() {
+        // Apache Kafka: its brokers' Kafka listeners (the controller has none for clients).
+        return kafka
+            .iter()
+            .map(|(name, address)| format!("{name}=kafka://{address}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
     cluster
         .nodes()
         .iter()
