@@ -89,6 +89,7 @@ async fn admin_view_and_workload_client_over_kafkas_protocol() {
         KafkaClientConfig {
             bootstrap: vec![address.clone()],
             request_timeout_ms: 5_000,
+            metadata_timeout_ms: 2_000,
         },
         None,
     );

@@ -15,6 +15,7 @@
 //! which broker answered, so the history's `node` of these operations is `kafka`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,8 +39,13 @@ pub const KAFKA_NODE: &str = "kafka";
 pub struct KafkaClientConfig {
     /// `HOST:PORT` of the brokers' Kafka listeners.
     pub bootstrap: Vec<String>,
-    /// Bound on one operation (a produce, a fetch, a lookup), as the HTTP client's.
+    /// Bound on one operation (a produce, a fetch), as the HTTP client's.
     pub request_timeout_ms: u64,
+    /// Bound on looking a partition's leader up (rskafka's metadata requests and its
+    /// connection to the leader), as the HTTP client's metadata bound: a paused broker that
+    /// accepts connections but never answers must not hold an op for the whole request
+    /// timeout before the next lookup.
+    pub metadata_timeout_ms: u64,
 }
 
 /// The queue workload's client over Kafka's protocol.
@@ -47,6 +53,8 @@ pub struct KafkaQueueClient {
     config: KafkaClientConfig,
     /// The rskafka client, built on first use and again after a connection failure.
     client: Mutex<Option<Arc<Client>>>,
+    /// Clients built so far: where the next build starts in the bootstrap list.
+    builds: AtomicUsize,
     /// One rskafka partition client per key, dropped after any failure.
     partitions: Mutex<HashMap<String, Arc<PartitionClient>>>,
     /// The companion broker's HTTP client, for [`QueueClient::settled_at`] (an observation of
@@ -130,6 +138,7 @@ impl KafkaQueueClient {
         KafkaQueueClient {
             config,
             client: Mutex::new(None),
+            builds: AtomicUsize::new(0),
             partitions: Mutex::new(HashMap::new()),
             settled,
         }
@@ -144,12 +153,21 @@ impl KafkaQueueClient {
         &self,
         f: impl std::future::Future<Output = Result<T, KafkaError>>,
     ) -> Result<T, ClientError> {
-        match tokio::time::timeout(self.timeout(), f).await {
+        self.within(self.timeout(), f).await
+    }
+
+    /// Runs `f` within `limit`; a timeout is [`ErrorCause::Timeout`].
+    async fn within<T>(
+        &self,
+        limit: Duration,
+        f: impl std::future::Future<Output = Result<T, KafkaError>>,
+    ) -> Result<T, ClientError> {
+        match tokio::time::timeout(limit, f).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(error(cause_of(&e), e.to_string())),
             Err(_) => Err(error(
                 ErrorCause::Timeout,
-                format!("no answer within {} ms", self.config.request_timeout_ms),
+                format!("no answer within {} ms", limit.as_millis()),
             )),
         }
     }
@@ -166,9 +184,18 @@ impl KafkaQueueClient {
             // No retry inside rskafka: one request per operation.
             deadline: Some(Duration::ZERO),
         };
+        // Start at another broker each time, so one that is paused or cut off does not
+        // stall every rebuild.
+        let mut bootstrap = self.config.bootstrap.clone();
+        if !bootstrap.is_empty() {
+            let first = self.builds.fetch_add(1, Ordering::Relaxed) % bootstrap.len();
+            bootstrap.rotate_left(first);
+        }
+        let lookup = Duration::from_millis(self.config.metadata_timeout_ms);
         let built = self
-            .bounded(
-                ClientBuilder::new(self.config.bootstrap.clone())
+            .within(
+                lookup,
+                ClientBuilder::new(bootstrap)
                     .client_id("tidewater")
                     .backoff_config(backoff)
                     .build(),
@@ -194,8 +221,12 @@ impl KafkaQueueClient {
         let (topic, partition) =
             split_key(key).ok_or_else(|| error(ErrorCause::NoLeader, format!("bad key {key}")))?;
         let client = self.client().await?;
+        let lookup = Duration::from_millis(self.config.metadata_timeout_ms);
         let made = self
-            .bounded(client.partition_client(topic, partition as i32, UnknownTopicHandling::Error))
+            .within(
+                lookup,
+                client.partition_client(topic, partition as i32, UnknownTopicHandling::Error),
+            )
             .await
             .map_err(|e| ClientError {
                 // Looking the leader up sends nothing to the partition.
@@ -222,7 +253,12 @@ impl KafkaQueueClient {
     /// After a failure: the next operation on `key` looks the leader up again.
     async fn forget(&self, key: &str, cause: &ErrorCause) {
         self.partitions.lock().await.remove(key);
-        if matches!(cause, ErrorCause::Connect | ErrorCause::Transport) {
+        // A broken or silent connection may be the client's metadata broker too: start over
+        // (Kafka's clients close a connection whose request timed out).
+        if matches!(
+            cause,
+            ErrorCause::Connect | ErrorCause::Transport | ErrorCause::Timeout
+        ) {
             self.forget_client().await;
         }
     }

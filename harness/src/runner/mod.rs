@@ -438,6 +438,7 @@ fn kafka_client(
     let settings = KafkaClientConfig {
         bootstrap: kafka_bootstrap(cluster),
         request_timeout_ms: client_config.request_timeout_ms,
+        metadata_timeout_ms: client_config.metadata_timeout_ms,
     };
     // Only the companion broker can say when a log has settled (`/v1/status`).
     let settled = cluster.kafka_bootstrap().is_empty().then(|| http.clone());
