@@ -99,8 +99,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", default_value = "queue", value_parser = ["queue", "group"])]
     pub workload: String,
     /// How the workload talks to the brokers: http (the companion broker's HTTP API) or kafka
-    /// (Kafka's binary protocol through the rskafka client; queue workload and acks=all only;
-    /// see docs/kafka-protocol.md).
+    /// (Kafka's binary protocol through the rskafka client; acks=all only; see
+    /// docs/kafka-protocol.md).
     #[arg(long, value_name = "NAME", default_value = "http", value_parser = ["http", "kafka"])]
     pub client: String,
     /// Number of concurrent client workers.

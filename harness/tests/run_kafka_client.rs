@@ -9,7 +9,10 @@
 //!
 //! Every client op of both runs carries `node: "kafka"`: the workload did not use HTTP.
 //!
-//! LONG: two 45-second runs, about 2 minutes in all.
+//! Then the group workload over Kafka's group protocol (`kafka_group`): valid, with
+//! rebalances and commits that succeeded, counted from the history.
+//!
+//! LONG: two 45-second runs and a 20-second one, about 2.5 minutes in all.
 
 mod run_support;
 
@@ -101,4 +104,32 @@ fn the_kafka_client_loses_what_http_loses_and_keeps_what_it_keeps() {
         (results["valid"].clone(), results["promise"].clone()),
         (Value::Bool(true), Value::from("kept"))
     );
+
+    let (group_run, results) = run_into(
+        store.path(),
+        "10.226.3.0/24",
+        &[
+            "--client",
+            "kafka",
+            "--workload",
+            "group",
+            "--time-limit",
+            "20",
+            "--seed",
+            "4",
+        ],
+    );
+    assert_eq!(group_run.code, 0, "{}", group_run.transcript());
+    assert_eq!(results["valid"], true);
+    let history = std::fs::read_to_string(latest(store.path()).join("history.jsonl")).unwrap();
+    let ok = |f: &str| {
+        history
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|op| op["f"] == f && op["type"] == "ok")
+            .count()
+    };
+    assert!(ok("rebalance") > 0, "{}", group_run.transcript());
+    assert!(ok("commit") > 0, "{}", group_run.transcript());
+    assert!(ok("send") > 0, "{}", group_run.transcript());
 }

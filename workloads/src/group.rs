@@ -265,7 +265,7 @@ const COMMIT_CERTAIN_ERRORS: &[&str] = &[
 ];
 
 /// Errors after which asking for the coordinator again may help.
-const COORDINATOR_MOVED: &[&str] = &[
+pub(crate) const COORDINATOR_MOVED: &[&str] = &[
     "NOT_COORDINATOR",
     "COORDINATOR_NOT_AVAILABLE",
     "COORDINATOR_LOAD_IN_PROGRESS",
@@ -446,8 +446,28 @@ impl HttpGroupClient {
     }
 }
 
+/// A commit's outcome: ok with the coordinator's node, `fail` when the coordinator certainly
+/// stored nothing (it refused, or could not be reached), `info` otherwise.
+pub(crate) fn commit_outcome(result: Result<String, ClientError>) -> Outcome<String> {
+    match result {
+        Ok(node) => Outcome::Ok(node),
+        Err(e) => {
+            let certain = match &e.cause {
+                ErrorCause::Connect | ErrorCause::NoLeader => true,
+                ErrorCause::Broker { name, .. } => COMMIT_CERTAIN_ERRORS.contains(&name.as_str()),
+                ErrorCause::Timeout | ErrorCause::Transport => false,
+            };
+            if certain {
+                Outcome::Fail(e)
+            } else {
+                Outcome::Info(e)
+            }
+        }
+    }
+}
+
 /// Membership calls change nothing that the history records, so their failures are `fail`.
-fn certain<T>(result: Result<T, ClientError>) -> Outcome<T> {
+pub(crate) fn certain<T>(result: Result<T, ClientError>) -> Outcome<T> {
     match result {
         Ok(v) => Outcome::Ok(v),
         Err(e) => Outcome::Fail(e),
@@ -581,23 +601,7 @@ impl GroupClient for HttpGroupClient {
         let result = self
             .to_coordinator(group, reqwest::Method::POST, "/offsets", Some(&body))
             .await;
-        match result {
-            Ok((_, node)) => Outcome::Ok(node),
-            Err(e) => {
-                let certain = match &e.cause {
-                    ErrorCause::Connect | ErrorCause::NoLeader => true,
-                    ErrorCause::Broker { name, .. } => {
-                        COMMIT_CERTAIN_ERRORS.contains(&name.as_str())
-                    }
-                    ErrorCause::Timeout | ErrorCause::Transport => false,
-                };
-                if certain {
-                    Outcome::Fail(e)
-                } else {
-                    Outcome::Info(e)
-                }
-            }
-        }
+        commit_outcome(result.map(|(_, node)| node))
     }
 
     async fn fetch_offsets(&self, group: &str) -> Outcome<BTreeMap<Key, u64>> {

@@ -10,8 +10,8 @@
 //! leadership error.
 //!
 //! What rskafka cannot do, and the harness therefore refuses with `--client kafka`: acks
-//! other than `all` (its produce always sends acks=-1) and the group workload (it has no
-//! consumer groups). Its fetches are Fetch v4, without KIP-320 leader epochs. It does not say
+//! other than `all` (its produce always sends acks=-1). It has no consumer groups: the group
+//! workload's coordinator calls go through [`crate::kafka_group`]. Its fetches are Fetch v4, without KIP-320 leader epochs. It does not say
 //! which broker answered, so the history's `node` of these operations is `kafka`.
 
 use std::collections::HashMap;

@@ -32,6 +32,79 @@ const TOPIC_ALREADY_EXISTS: i16 = 36;
 /// Bound on an answer's size: metadata of a test cluster is small.
 const ANSWER_MAX_BYTES: usize = 64 << 20;
 
+/// One request to `address` on a new connection and its answer, within `timeout`: the
+/// connection fails as [`ErrorCause::Connect`], a broken one as [`ErrorCause::Transport`],
+/// silence as [`ErrorCause::Timeout`].
+pub async fn call<Req, Resp>(
+    address: &str,
+    key: ApiKey,
+    version: i16,
+    request: &Req,
+    timeout: Duration,
+) -> Result<Resp, ClientError>
+where
+    Req: Encodable,
+    Resp: Decodable + HeaderVersion,
+{
+    let exchange = async {
+        let mut body = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(1)
+            .with_client_id(Some(StrBytes::from_static_str("tidewater-harness")))
+            .encode(&mut body, key.request_header_version(version))
+            .map_err(|e| error(ErrorCause::Transport, address, e.to_string()))?;
+        request
+            .encode(&mut body, version)
+            .map_err(|e| error(ErrorCause::Transport, address, e.to_string()))?;
+        let mut stream = tokio::net::TcpStream::connect(address)
+            .await
+            .map_err(|e| error(ErrorCause::Connect, address, e.to_string()))?;
+        let mut frame = BytesMut::with_capacity(body.len() + 4);
+        frame.put_i32(body.len() as i32);
+        frame.put_slice(&body);
+        let transport = |e: std::io::Error| error(ErrorCause::Transport, address, e.to_string());
+        stream.write_all(&frame).await.map_err(transport)?;
+        let size = stream.read_i32().await.map_err(transport)?;
+        let size = usize::try_from(size)
+            .ok()
+            .filter(|s| (4..=ANSWER_MAX_BYTES).contains(s))
+            .ok_or_else(|| {
+                error(
+                    ErrorCause::Transport,
+                    address,
+                    format!("answer size {size}"),
+                )
+            })?;
+        let mut answer = vec![0u8; size];
+        stream.read_exact(&mut answer).await.map_err(transport)?;
+        let mut answer = Bytes::from(answer);
+        answer.advance(4); // correlation id
+        if Resp::header_version(version) >= 1 {
+            // Tagged fields of a flexible header: none are sent to clients here.
+            let tags = answer.get_u8();
+            if tags != 0 {
+                return Err(error(
+                    ErrorCause::Transport,
+                    address,
+                    "tagged fields in the response header".into(),
+                ));
+            }
+        }
+        Resp::decode(&mut answer, version)
+            .map_err(|e| error(ErrorCause::Transport, address, format!("decode: {e}")))
+    };
+    match tokio::time::timeout(timeout, exchange).await {
+        Ok(result) => result,
+        Err(_) => Err(error(
+            ErrorCause::Timeout,
+            address,
+            format!("no answer within {} ms", timeout.as_millis()),
+        )),
+    }
+}
+
 /// Metadata and topic creation over Kafka's protocol.
 pub struct KafkaAdmin {
     /// `HOST:PORT` of the brokers, asked in turn until one answers.
@@ -59,7 +132,7 @@ impl KafkaAdmin {
         KafkaAdmin { bootstrap, timeout }
     }
 
-    /// One request to `address` and its answer.
+    /// One request to `address` and its answer, within this client's timeout.
     async fn call<Req, Resp>(
         &self,
         address: &str,
@@ -71,64 +144,7 @@ impl KafkaAdmin {
         Req: Encodable,
         Resp: Decodable + HeaderVersion,
     {
-        let exchange = async {
-            let mut body = BytesMut::new();
-            RequestHeader::default()
-                .with_request_api_key(key as i16)
-                .with_request_api_version(version)
-                .with_correlation_id(1)
-                .with_client_id(Some(StrBytes::from_static_str("tidewater-harness")))
-                .encode(&mut body, key.request_header_version(version))
-                .map_err(|e| error(ErrorCause::Transport, address, e.to_string()))?;
-            request
-                .encode(&mut body, version)
-                .map_err(|e| error(ErrorCause::Transport, address, e.to_string()))?;
-            let mut stream = tokio::net::TcpStream::connect(address)
-                .await
-                .map_err(|e| error(ErrorCause::Connect, address, e.to_string()))?;
-            let mut frame = BytesMut::with_capacity(body.len() + 4);
-            frame.put_i32(body.len() as i32);
-            frame.put_slice(&body);
-            let transport =
-                |e: std::io::Error| error(ErrorCause::Transport, address, e.to_string());
-            stream.write_all(&frame).await.map_err(transport)?;
-            let size = stream.read_i32().await.map_err(transport)?;
-            let size = usize::try_from(size)
-                .ok()
-                .filter(|s| (4..=ANSWER_MAX_BYTES).contains(s))
-                .ok_or_else(|| {
-                    error(
-                        ErrorCause::Transport,
-                        address,
-                        format!("answer size {size}"),
-                    )
-                })?;
-            let mut answer = vec![0u8; size];
-            stream.read_exact(&mut answer).await.map_err(transport)?;
-            let mut answer = Bytes::from(answer);
-            answer.advance(4); // correlation id
-            if Resp::header_version(version) >= 1 {
-                // Tagged fields of a flexible header: none are sent to clients here.
-                let tags = answer.get_u8();
-                if tags != 0 {
-                    return Err(error(
-                        ErrorCause::Transport,
-                        address,
-                        "tagged fields in the response header".into(),
-                    ));
-                }
-            }
-            Resp::decode(&mut answer, version)
-                .map_err(|e| error(ErrorCause::Transport, address, format!("decode: {e}")))
-        };
-        match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(result) => result,
-            Err(_) => Err(error(
-                ErrorCause::Timeout,
-                address,
-                format!("no answer within {} ms", self.timeout.as_millis()),
-            )),
-        }
+        call(address, key, version, request, self.timeout).await
     }
 
     /// Asks each broker in turn until one answers.

@@ -6,6 +6,7 @@
 //! - `client`: [`client::BrokerClient`], the broker's HTTP client with fail/info error mapping.
 //! - `kafka`: [`kafka::KafkaQueueClient`], the queue workload over Kafka's protocol (rskafka).
 //! - `kafka_admin`: [`kafka_admin::KafkaAdmin`], metadata and topic creation over Kafka's protocol.
+//! - `kafka_group`: [`kafka_group::KafkaGroupClient`], the group workload's coordinator calls over Kafka's protocol.
 //! - `queue`: the queue workload: generator, consumer state and op execution.
 //! - `group`: the consumer-group workload: members, coordinator client, consumer faults.
 //! - `checker`: [`checker::check`], from a history and the run's settings to `results.json`.
@@ -18,5 +19,6 @@ pub mod group;
 pub mod history;
 pub mod kafka;
 pub mod kafka_admin;
+pub mod kafka_group;
 pub mod queue;
 pub mod results;

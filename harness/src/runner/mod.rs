@@ -30,9 +30,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tidewater_workloads::checker::{self, CheckSettings};
 use tidewater_workloads::client::{BrokerClient, ClientConfig};
-use tidewater_workloads::group::{GroupContext, GroupSettings, HttpGroupClient};
+use tidewater_workloads::group::{GroupClient, GroupContext, GroupSettings, HttpGroupClient};
 use tidewater_workloads::kafka::{KafkaClientConfig, KafkaQueueClient};
 use tidewater_workloads::kafka_admin::KafkaAdmin;
+use tidewater_workloads::kafka_group::KafkaGroupClient;
 use tidewater_workloads::queue::{QueueClient, QueueSettings, ValueSource};
 use tidewater_workloads::results::{CheckResults, Validity};
 use tokio::time::Instant;
@@ -307,20 +308,23 @@ async fn run_phases(
         .map_err(RunError::Setup)?;
     let workers = if config.workload == "group" {
         let settings = GroupSettings::new(keys.clone(), &config.acks);
-        let group = Arc::new(HttpGroupClient::new(&client_config, &settings));
-        let ctx = GroupContext {
-            queue: client.clone(),
-            group,
-            settings: Arc::new(settings),
-            seed: config.seed,
-            values: ValueSource::default(),
-            stop: stop_workers.clone(),
-        };
         let sink = Arc::new(RecorderSink {
             recorder: recorder.clone(),
             limiter: Arc::new(RateLimiter::new(config.rate)),
         });
-        spawn_group_workers(&ctx, sink, config.concurrency)
+        match &kafka {
+            Some(kafka) => {
+                let group =
+                    KafkaGroupClient::new(kafka_bootstrap(&*cluster), &client_config, &settings);
+                let ctx = group_context(kafka.clone(), group, settings, config, &stop_workers);
+                spawn_group_workers(&ctx, sink, config.concurrency)
+            }
+            None => {
+                let group = HttpGroupClient::new(&client_config, &settings);
+                let ctx = group_context(client.clone(), group, settings, config, &stop_workers);
+                spawn_group_workers(&ctx, sink, config.concurrency)
+            }
+        }
     } else {
         match &kafka {
             Some(kafka) => queue_workers(kafka.clone(), config, &keys, recorder, &stop_workers),
@@ -402,6 +406,24 @@ async fn run_phases(
     }
     recorder.flush().map_err(harness_err("history.jsonl"))?;
     Ok((recovered, coverage))
+}
+
+/// The group workload's context: produces and fetches on `queue`, coordinator calls on `group`.
+fn group_context<C: QueueClient, G: GroupClient>(
+    queue: Arc<C>,
+    group: G,
+    settings: GroupSettings,
+    config: &RunConfig,
+    stop: &Arc<AtomicBool>,
+) -> GroupContext<C, G> {
+    GroupContext {
+        queue,
+        group: Arc::new(group),
+        settings: Arc::new(settings),
+        seed: config.seed,
+        values: ValueSource::default(),
+        stop: stop.clone(),
+    }
 }
 
 /// The queue workload's workers on `client`.
