@@ -169,7 +169,12 @@ fn report_of_a_run_without_results_or_samples_still_renders_every_plot() {
     for id in PLOT_IDS {
         assert!(figure(&html, id).contains("<svg"), "{id}");
     }
-    assert!(figure(&html, "plot-isr").contains("No samples.jsonl in this run."));
+    for plot in ["plot-isr", "plot-leaders", "plot-hw"] {
+        assert!(
+            figure(&html, plot).contains("No replica samples in this run"),
+            "{plot}"
+        );
+    }
 }
 
 #[test]

@@ -135,11 +135,7 @@ pub(super) fn isr_figure(ctx: &Ctx, bands: &BandNote) -> Result<String, ReportEr
         lines,
         points: Vec::new(),
     })?;
-    let note = if ctx.files.samples.is_empty() {
-        " No samples.jsonl in this run."
-    } else {
-        ""
-    };
+    let note = no_samples_note(ctx);
     Ok(super::figure(
         "plot-isr",
         "ISR size per partition over time",
@@ -246,9 +242,20 @@ pub(super) fn leaders_figure(ctx: &Ctx, bands: &BandNote) -> Result<String, Repo
         &format!(
             "One row per partition: which node answered as its leader, a new bar at every \
              leader or epoch change ({changes_total} changes in all), red where no leader \
-             answered.{} {}",
+             answered.{}{} {}",
+            no_samples_note(ctx),
             omitted_note(keys.len(), total),
             bands.text
         ),
     ))
+}
+
+/// Said under the figures drawn from `samples.jsonl` when the run has none.
+pub(super) fn no_samples_note(ctx: &Ctx) -> &'static str {
+    if ctx.files.samples.is_empty() {
+        " No replica samples in this run: samples.jsonl is missing or empty (a run against \
+         Apache Kafka writes none, as its brokers have no status route)."
+    } else {
+        ""
+    }
 }
