@@ -285,14 +285,12 @@ async fn run_phases(
     let sampler = tokio::spawn({
         let (client, recorder, stop) = (client.clone(), recorder.clone(), stop_background.clone());
         let (nodes, path) = (cluster.broker_names(), run_dir.samples());
-        let sample = real_kafka.is_none();
+        let kafka_admin = real_kafka.as_ref().map(|_| kafka_admin(&*cluster));
         async move {
-            if sample {
-                sampler::run(client, nodes, recorder, &path, stop).await
-            } else {
-                // Apache Kafka has no `/v1/status`: no replica samples (the report's HW and
-                // ISR plots stay empty).
-                std::fs::write(&path, "").map(|()| 0)
+            match kafka_admin.flatten() {
+                // Apache Kafka has no `/v1/status`: its Metadata instead.
+                Some(admin) => sampler::run_kafka(admin, recorder, &path, stop).await,
+                None => sampler::run(client, nodes, recorder, &path, stop).await,
             }
         }
     });

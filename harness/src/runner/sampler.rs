@@ -2,6 +2,10 @@
 //! line per local replica to `samples.jsonl`, for the report's ISR and high-watermark plots:
 //! `{"time": ns, "key": "t0/0", "isr": ["n1","n2"], "leader": "n1", "leader_epoch": 3,
 //! "high_watermark": 17, "node": "n1"}`.
+//!
+//! Apache Kafka has no status route: there [`run_kafka`] samples Kafka's Metadata instead, one
+//! line per partition that has a leader, as if from that leader (`role` `leader`, its ISR and
+//! epoch) but without offsets, since Metadata carries none.
 
 use crate::recorder::Recorder;
 use serde_json::{json, Value};
@@ -94,6 +98,59 @@ pub async fn run(
     Ok(lines)
 }
 
+/// The sample lines of one Metadata answer: per partition with a leader, a line in the
+/// leader's name, without offsets.
+pub fn metadata_lines(
+    time_ns: u64,
+    parts: &[tidewater_workloads::client::PartitionMeta],
+) -> Vec<Value> {
+    parts
+        .iter()
+        .filter_map(|p| {
+            let leader = p.leader.as_ref()?;
+            Some(json!({
+                "time": time_ns,
+                "key": p.key,
+                "node": leader,
+                "role": "leader",
+                "isr": p.isr,
+                "leader": leader,
+                "leader_epoch": p.leader_epoch,
+                "high_watermark": null,
+                "log_end_offset": null,
+                "log_start_offset": null,
+            }))
+        })
+        .collect()
+}
+
+/// [`run`] against Apache Kafka: Kafka's Metadata every [`SAMPLE_INTERVAL_MS`] (one broker
+/// answers for the cluster; an unanswered round is skipped).
+pub async fn run_kafka(
+    admin: tidewater_workloads::kafka_admin::KafkaAdmin,
+    recorder: Arc<Recorder>,
+    path: &Path,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<u64> {
+    let mut out = BufWriter::new(std::fs::File::create(path)?);
+    let mut lines = 0u64;
+    let mut tick = tokio::time::interval(Duration::from_millis(SAMPLE_INTERVAL_MS));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    while !stop.load(Ordering::Relaxed) {
+        tick.tick().await;
+        let Ok(parts) = admin.metadata().await else {
+            continue;
+        };
+        for line in metadata_lines(recorder.now_ns(), &parts) {
+            serde_json::to_writer(&mut out, &line)?;
+            out.write_all(b"\n")?;
+            lines += 1;
+        }
+    }
+    out.flush()?;
+    Ok(lines)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +174,35 @@ mod tests {
         );
         assert_eq!(lines[1]["leader"], "n2");
         assert_eq!(lines[1]["log_end_offset"], Value::Null);
+    }
+
+    #[test]
+    fn kafka_metadata_becomes_leader_lines_without_offsets() {
+        use tidewater_workloads::client::PartitionMeta;
+        let parts = vec![
+            PartitionMeta {
+                key: "t0/0".into(),
+                leader: Some("n2".into()),
+                leader_epoch: Some(4),
+                isr: vec!["n2".into(), "n3".into()],
+                replicas: vec!["n1".into(), "n2".into(), "n3".into()],
+            },
+            PartitionMeta {
+                key: "t0/1".into(),
+                leader: None,
+                leader_epoch: None,
+                isr: vec![],
+                replicas: vec!["n1".into()],
+            },
+        ];
+        let lines = metadata_lines(9, &parts);
+        assert_eq!(
+            lines,
+            [
+                json!({"time": 9, "key": "t0/0", "node": "n2", "role": "leader",
+                    "isr": ["n2", "n3"], "leader": "n2", "leader_epoch": 4,
+                    "high_watermark": null, "log_end_offset": null, "log_start_offset": null})
+            ]
+        );
     }
 }

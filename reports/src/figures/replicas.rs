@@ -250,11 +250,12 @@ pub(super) fn leaders_figure(ctx: &Ctx, bands: &BandNote) -> Result<String, Repo
     ))
 }
 
-/// Said under the figures drawn from `samples.jsonl` when the run has none.
+/// Said under the figures drawn from `samples.jsonl` when the run has none. (Runs against
+/// Apache Kafka have samples from its Metadata, without offsets.)
 pub(super) fn no_samples_note(ctx: &Ctx) -> &'static str {
     if ctx.files.samples.is_empty() {
-        " No replica samples in this run: samples.jsonl is missing or empty (a run against \
-         Apache Kafka writes none, as its brokers have no status route)."
+        " No replica samples in this run: samples.jsonl is missing or empty (the sampler \
+         reached no broker, or the run predates it)."
     } else {
         ""
     }
