@@ -213,7 +213,12 @@ async fn register(
         ))
     })?;
     let response = c.apply(|state, now| {
-        let broker_epoch = state.register_broker(request.broker_id, &request.address, now);
+        let broker_epoch = state.register_broker(
+            request.broker_id,
+            &request.address,
+            request.previous_broker_epoch,
+            now,
+        );
         Ok(RegisterBrokerResponse {
             broker_epoch,
             metadata: state.metadata(),
@@ -222,6 +227,7 @@ async fn register(
     tracing::info!(
         broker = request.broker_id,
         epoch = response.broker_epoch,
+        previous_epoch = ?request.previous_broker_epoch,
         "broker registered"
     );
     Ok(Json(response))
