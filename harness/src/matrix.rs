@@ -432,7 +432,7 @@ mod tests {
     /// The nightly matrix shipped for vagrant/nightly.sh.
     const SHIPPED_DURABILITY: &str = include_str!("../matrix/durability.toml");
 
-    /// The power-loss matrix shipped beside it (local clusters only).
+    /// The power-loss matrix shipped beside it.
     const SHIPPED_POWER_LOSS: &str = include_str!("../matrix/power-loss.toml");
 
     #[test]
