@@ -577,8 +577,16 @@ fn change_partition(
     }
     if target_isr.is_empty() && !rules.elr_enabled {
         // Without ELR the last member stays, so the partition remembers who holds every
-        // committed record.
-        target_isr = partition.isr.clone();
+        // committed record. (A state written with ELR on may have an empty ISR: its ELR, or
+        // its last known leader, stands in.)
+        target_isr = [
+            partition.isr.clone(),
+            partition.elr.clone(),
+            partition.last_known_leader.into_iter().collect(),
+        ]
+        .into_iter()
+        .find(|members| !members.is_empty())
+        .unwrap_or_default();
     }
     let mut elr = target_elr(partition, &target_isr, unclean_shutdown, rules);
     let mut last_known_leader = partition.last_known_leader;
@@ -1241,6 +1249,21 @@ mod tests {
         restart(&mut c, 1, false, 2 * SESSION_MS + 3);
         let p = part(&c);
         assert_eq!((p.leader, p.isr, p.elr), (Some(1), vec![1], vec![]));
+    }
+
+    #[test]
+    fn switching_elr_off_turns_an_elr_back_into_the_last_isr_members() {
+        let mut c = elr_cluster(2, false);
+        alter(&mut c, 1, vec![1]).unwrap();
+        advance(&mut c, &[], SESSION_MS + 1);
+        assert_eq!((part(&c).isr, part(&c).elr), (vec![], vec![1, 2, 3]));
+        // The controller restarts with eligible.leader.replicas.enable=false.
+        let mut config = c.config.clone();
+        config.eligible_leader_replicas_enable = false;
+        let mut c = ControllerState::from_snapshot(config, c.snapshot().clone(), SESSION_MS + 2);
+        advance(&mut c, &[2], SESSION_MS + 3);
+        let p = part(&c);
+        assert_eq!((p.leader, p.isr, p.elr), (Some(2), vec![1, 2, 3], vec![]));
     }
 
     #[test]
