@@ -467,29 +467,32 @@ mod tests {
     }
 
     #[test]
-    fn the_shipped_durability_matrix_expands_to_eight_judged_cells() {
+    fn the_shipped_durability_matrix_expands_to_sixteen_judged_cells() {
         let file = MatrixFile::parse(SHIPPED_DURABILITY).unwrap();
         assert_eq!((file.name.as_str(), file.repetitions), ("durability", 3));
         let cells = file.cells();
         let labels: Vec<&str> = cells.iter().map(|c| c.label.as_str()).collect();
-        assert_eq!(
-            labels,
-            [
-                "acks=1 min.insync.replicas=1 unclean.leader.election.enable=false",
-                "acks=1 min.insync.replicas=1 unclean.leader.election.enable=true",
-                "acks=1 min.insync.replicas=2 unclean.leader.election.enable=false",
-                "acks=1 min.insync.replicas=2 unclean.leader.election.enable=true",
-                "acks=all min.insync.replicas=1 unclean.leader.election.enable=false",
-                "acks=all min.insync.replicas=1 unclean.leader.election.enable=true",
-                "acks=all min.insync.replicas=2 unclean.leader.election.enable=false",
-                "acks=all min.insync.replicas=2 unclean.leader.election.enable=true",
-            ]
-        );
+        let mut expected = Vec::new();
+        for acks in ["1", "all"] {
+            for min_isr in [1, 2] {
+                for plan in ["unclean-election", "power-loss-leader"] {
+                    for unclean in [false, true] {
+                        expected.push(format!(
+                            "acks={acks} min.insync.replicas={min_isr} plan={plan} \
+                             unclean.leader.election.enable={unclean}"
+                        ));
+                    }
+                }
+            }
+        }
+        assert_eq!(labels, expected);
         for cell in &cells {
-            let strict =
-                cell.label == "acks=all min.insync.replicas=2 unclean.leader.election.enable=false";
-            let clean =
-                cell.sets["unclean.leader.election.enable"] == "false" && cell.run["acks"] == "all";
+            let strict = cell.run["acks"] == "all"
+                && cell.sets["min.insync.replicas"] == "2"
+                && cell.sets["unclean.leader.election.enable"] == "false";
+            let clean = cell.sets["unclean.leader.election.enable"] == "false"
+                && cell.run["acks"] == "all"
+                && (cell.run["plan"] == "unclean-election" || strict);
             let e = &cell.expectation;
             // Only Kafka's promise bounds losses; the other cells are observed.
             assert_eq!(e.lost_writes_max, strict.then_some(0), "{}", cell.label);
@@ -508,12 +511,12 @@ mod tests {
                 "{}",
                 cell.label
             );
-            // Every cell becomes a valid run config with the unclean-election plan.
+            // Every cell becomes a valid run config with its plan; power-loss-leader cuts power.
             let table = serde_json::to_value(cell.run_table(&file.run)).unwrap();
             let config = crate::runner::config::example()
                 .overlay(table.as_object().unwrap())
                 .unwrap_or_else(|e| panic!("{}: {e}", cell.label));
-            assert_eq!(config.plan.as_deref(), Some("unclean-election"));
+            assert_eq!(config.plan.as_deref(), Some(cell.run["plan"].as_str()));
             assert_eq!((config.time_limit_s, config.replication_factor), (90, 3));
             assert_eq!(config.acks, cell.settings["acks"]);
             assert_eq!(
@@ -523,6 +526,12 @@ mod tests {
             assert_eq!(config.matrix_cell.as_deref(), Some(cell.label.as_str()));
             crate::runner::faults::resolve_schedule(&config)
                 .unwrap_or_else(|e| panic!("{}: {e}", cell.label));
+            assert_eq!(
+                crate::runner::faults::cuts_power(&config),
+                cell.run["plan"] == "power-loss-leader",
+                "{}",
+                cell.label
+            );
         }
     }
 
