@@ -800,7 +800,13 @@ impl ReplicaManager {
             now_ms(),
         );
         state.bugs = self.settings.bugs;
-        state.hw_min_isr = hw_min_isr;
+        // The deliberate bug that ignores min.insync.replicas ignores it here too, or the
+        // still HW would hide it (no acks=all answer at all below min ISR).
+        state.hw_min_isr = if self.settings.bugs.on(Bug::IgnoreMinInsync) {
+            0
+        } else {
+            hw_min_isr
+        };
         log.leader_epoch = pm.leader_epoch;
         log.replicas = pm.replicas.clone();
         log.isr = pm.isr.clone();
