@@ -15,6 +15,8 @@ kafka_home="/opt/kafka"
 workspace="/tidewater"
 binary_src="${workspace}/target/release/tidewater-broker"
 binary_dst="/usr/local/bin/tidewater-broker"
+lossyfs_src="${workspace}/target/release/tidewater-lossyfs"
+lossyfs_dst="/usr/local/bin/tidewater-lossyfs"
 data_dir="/var/lib/tidewater"
 config_dir="/etc/tidewater"
 
@@ -60,6 +62,15 @@ if [ -x "${binary_src}" ]; then
   install -m 0755 "${binary_src}" "${binary_dst}"
 else
   echo "provision: ${binary_src} is missing (build it with 'cargo build --release -p tidewater-broker'); the harness will install the broker binary before the first run" >&2
+fi
+
+# Power loss (the nightly's power-loss-leader cells) mounts lossyfs over the data directory:
+# it needs /dev/fuse and the binary (the harness does not copy this one).
+modprobe fuse 2>/dev/null || true
+if [ -x "${lossyfs_src}" ]; then
+  install -m 0755 "${lossyfs_src}" "${lossyfs_dst}"
+else
+  echo "provision: ${lossyfs_src} is missing (build it with 'cargo build --release -p tidewater-lossyfs'); runs that cut power will fail their preflight on this node" >&2
 fi
 
 install -d -m 0755 "${data_dir}" "${config_dir}"

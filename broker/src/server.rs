@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::storage::clean_shutdown;
 use crate::topics::{CatalogError, TopicCatalog};
 
 /// Why the broker could not start or stopped with an error.
@@ -85,12 +86,24 @@ pub async fn run_with_kafka(
         Some(kafka) => Some(config.kafka_advertised(kafka.local_addr()?, &advertised_url)),
         None => None,
     };
-    let cluster = crate::replication::ReplicationConfig::from_config(&config, &advertised_url).map(
-        |mut settings| {
+    let cluster = match crate::replication::ReplicationConfig::from_config(&config, &advertised_url)
+    {
+        Some(mut settings) => {
             settings.kafka_address = kafka_advertised.clone();
-            crate::replication::ReplicaManager::new(settings)
-        },
-    );
+            // Under the directory locks, before anything is written: a crash from here on
+            // must read as an unclean shutdown at the next start.
+            let previous_broker_epoch = clean_shutdown::take(&config.log_dirs)?;
+            tracing::info!(
+                ?previous_broker_epoch,
+                "clean-shutdown marker (none: the last stop was not clean)"
+            );
+            Some(crate::replication::ReplicaManager::new(
+                settings,
+                previous_broker_epoch,
+            ))
+        }
+        None => None,
+    };
     let broker = Arc::new(Broker {
         advertised_url,
         cluster,
@@ -141,6 +154,12 @@ pub async fn run_with_kafka(
         cluster.shutdown();
     }
     flush_all(&broker);
+    // Last, once every log is flushed: the next start of this broker is a clean one.
+    if let Some(epoch) = broker.cluster.as_ref().and_then(|c| c.broker_epoch()) {
+        if let Err(error) = clean_shutdown::write(&broker.config.log_dirs, epoch) {
+            tracing::warn!(%error, "could not write the clean-shutdown marker");
+        }
+    }
     // Unlock the log dirs now rather than when the last `Arc<Broker>` goes, so a caller can
     // start a broker on the same dirs as soon as `run` returns (tests restart in-process).
     broker.topics.release_dir_locks();
@@ -160,6 +179,8 @@ pub async fn run_controller(
         num_partitions: config.num_partitions,
         default_replication_factor: u32::from(config.default_replication_factor),
         unclean_leader_election_enable: config.unclean_leader_election_enable,
+        min_insync_replicas: config.min_insync_replicas,
+        eligible_leader_replicas_enable: config.eligible_leader_replicas_enable,
         bugs: config.bugs,
     };
     tracing::info!(address = %listener.local_addr()?, dir = %config.log_dirs[0].display(), "controller started");

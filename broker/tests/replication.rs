@@ -661,9 +661,13 @@ async fn unclean_election_disabled_keeps_the_partition_offline_and_loses_nothing
         .await;
     let offline = cluster.partition("t", 0).await.unwrap();
     assert!(offline["leader"].is_null(), "{offline}");
+    // KIP-966: the last ISR member moves to the ELR and is remembered as the last known
+    // leader; it leads again when it returns (after its unclean restart it leaves the ELR,
+    // which leaves it the only candidate).
+    assert_eq!(offline["isr"], json!([]), "{offline}");
+    assert_eq!(offline["elr"], json!([1]), "{offline}");
     assert_eq!(
-        offline["isr"],
-        json!([1]),
+        offline["last_known_leader"], 1,
         "the last ISR member is remembered"
     );
     let refused = cluster.produce(2, "t", "x", "1").await;

@@ -88,7 +88,17 @@ pub fn open_cluster_file(
     settings: Vec<(String, String)>,
     brokers: Option<usize>,
 ) -> Result<SshCluster> {
-    let spec = load(path)?;
+    open_spec(load(path)?, path, settings, brokers)
+}
+
+/// [`open_cluster_file`] for a spec already loaded from `path` (the runner sets
+/// [`SshSpec::lossy_fs`] on it first).
+fn open_spec(
+    spec: SshSpec,
+    path: &Path,
+    settings: Vec<(String, String)>,
+    brokers: Option<usize>,
+) -> Result<SshCluster> {
     if let Some(n) = brokers {
         if n != spec.brokers() {
             return Err(Error::Config(format!(
@@ -113,7 +123,8 @@ pub fn open_cluster_file(
 }
 
 /// Removes what a run killed beyond its signal handlers (SIGKILL, a lost harness host) left on
-/// the hosts of a cluster file: Tidewater's iptables rules and running or paused brokers. Data
+/// the hosts of a cluster file: Tidewater's iptables rules, running or paused brokers and
+/// lossy filesystems still mounted over their data (after a sync). Data
 /// and logs stay for a look; the next run wipes them anyway. Meant for `tidewater clean
 /// --cluster FILE`; every run also does this itself before it starts.
 pub fn clean_cluster_file(path: &Path) -> Result<()> {
@@ -164,12 +175,17 @@ pub fn brokers_in(path: &Path) -> Result<usize> {
 }
 
 /// The runner's cluster factory for a cluster file: [`open_cluster_file`] with the run's
-/// `--set` settings. The run directory is not needed on the hosts; node logs are copied into
-/// it at teardown by the runner.
+/// `--set` settings, and a lossy filesystem under every node's data when the run cuts power
+/// (or asks for `--lossy-fs`). The run directory is not needed on the hosts; node logs are
+/// copied into it at teardown by the runner.
 pub fn cluster_factory(path: PathBuf) -> ClusterFactory {
     Box::new(move |config: &RunConfig, _run_dir: &RunDir| {
         let settings = config.broker_settings().into_iter().collect();
-        let cluster = open_cluster_file(&path, settings, Some(config.nodes))
+        let cluster = load(&path)
+            .and_then(|mut spec| {
+                spec.lossy_fs = config.lossy_fs || crate::runner::faults::cuts_power(config);
+                open_spec(spec, &path, settings, Some(config.nodes))
+            })
             .map_err(|e| format!("cluster file {}: {e}", path.display()))?;
         Ok(Arc::new(cluster) as Arc<dyn Cluster>)
     })

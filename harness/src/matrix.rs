@@ -432,22 +432,28 @@ mod tests {
     /// The nightly matrix shipped for vagrant/nightly.sh.
     const SHIPPED_DURABILITY: &str = include_str!("../matrix/durability.toml");
 
-    /// The power-loss matrix shipped beside it (local clusters only).
+    /// The power-loss matrix shipped beside it.
     const SHIPPED_POWER_LOSS: &str = include_str!("../matrix/power-loss.toml");
 
     #[test]
-    fn the_shipped_power_loss_matrix_judges_every_cell_but_the_known_weakness() {
+    fn the_shipped_power_loss_matrix_judges_every_cell() {
         let file = MatrixFile::parse(SHIPPED_POWER_LOSS).unwrap();
         let cells = file.cells();
         assert_eq!(cells.len(), 8);
         for cell in &cells {
             let flushed = cell.sets["flush.messages"] == "1";
             let leader = cell.run["plan"] == "power-loss-leader";
-            let weak = leader && !flushed && cell.sets["min.insync.replicas"] == "2";
+            // Eligible leader replicas (KIP-966) keep min.insync.replicas=2 from losing.
+            let elr_saves = leader && cell.sets["min.insync.replicas"] == "2";
             let e = &cell.expectation;
-            assert_eq!(e.lost_writes_max, flushed.then_some(0), "{}", cell.label);
+            assert_eq!(
+                e.lost_writes_max,
+                (flushed || elr_saves).then_some(0),
+                "{}",
+                cell.label
+            );
             assert_eq!(e.all_valid, flushed, "{}", cell.label);
-            assert_eq!(e.promise_kept, !weak, "{}", cell.label);
+            assert!(e.promise_kept, "{}", cell.label);
             assert_eq!(e.forbidden_anomalies, ["unexpected"], "{}", cell.label);
             let table = serde_json::to_value(cell.run_table(&file.run)).unwrap();
             let config = crate::runner::config::example()
@@ -461,29 +467,32 @@ mod tests {
     }
 
     #[test]
-    fn the_shipped_durability_matrix_expands_to_eight_judged_cells() {
+    fn the_shipped_durability_matrix_expands_to_sixteen_judged_cells() {
         let file = MatrixFile::parse(SHIPPED_DURABILITY).unwrap();
         assert_eq!((file.name.as_str(), file.repetitions), ("durability", 3));
         let cells = file.cells();
         let labels: Vec<&str> = cells.iter().map(|c| c.label.as_str()).collect();
-        assert_eq!(
-            labels,
-            [
-                "acks=1 min.insync.replicas=1 unclean.leader.election.enable=false",
-                "acks=1 min.insync.replicas=1 unclean.leader.election.enable=true",
-                "acks=1 min.insync.replicas=2 unclean.leader.election.enable=false",
-                "acks=1 min.insync.replicas=2 unclean.leader.election.enable=true",
-                "acks=all min.insync.replicas=1 unclean.leader.election.enable=false",
-                "acks=all min.insync.replicas=1 unclean.leader.election.enable=true",
-                "acks=all min.insync.replicas=2 unclean.leader.election.enable=false",
-                "acks=all min.insync.replicas=2 unclean.leader.election.enable=true",
-            ]
-        );
+        let mut expected = Vec::new();
+        for acks in ["1", "all"] {
+            for min_isr in [1, 2] {
+                for plan in ["unclean-election", "power-loss-leader"] {
+                    for unclean in [false, true] {
+                        expected.push(format!(
+                            "acks={acks} min.insync.replicas={min_isr} plan={plan} \
+                             unclean.leader.election.enable={unclean}"
+                        ));
+                    }
+                }
+            }
+        }
+        assert_eq!(labels, expected);
         for cell in &cells {
-            let strict =
-                cell.label == "acks=all min.insync.replicas=2 unclean.leader.election.enable=false";
-            let clean =
-                cell.sets["unclean.leader.election.enable"] == "false" && cell.run["acks"] == "all";
+            let strict = cell.run["acks"] == "all"
+                && cell.sets["min.insync.replicas"] == "2"
+                && cell.sets["unclean.leader.election.enable"] == "false";
+            let clean = cell.sets["unclean.leader.election.enable"] == "false"
+                && cell.run["acks"] == "all"
+                && (cell.run["plan"] == "unclean-election" || strict);
             let e = &cell.expectation;
             // Only Kafka's promise bounds losses; the other cells are observed.
             assert_eq!(e.lost_writes_max, strict.then_some(0), "{}", cell.label);
@@ -502,12 +511,12 @@ mod tests {
                 "{}",
                 cell.label
             );
-            // Every cell becomes a valid run config with the unclean-election plan.
+            // Every cell becomes a valid run config with its plan; power-loss-leader cuts power.
             let table = serde_json::to_value(cell.run_table(&file.run)).unwrap();
             let config = crate::runner::config::example()
                 .overlay(table.as_object().unwrap())
                 .unwrap_or_else(|e| panic!("{}: {e}", cell.label));
-            assert_eq!(config.plan.as_deref(), Some("unclean-election"));
+            assert_eq!(config.plan.as_deref(), Some(cell.run["plan"].as_str()));
             assert_eq!((config.time_limit_s, config.replication_factor), (90, 3));
             assert_eq!(config.acks, cell.settings["acks"]);
             assert_eq!(
@@ -517,6 +526,12 @@ mod tests {
             assert_eq!(config.matrix_cell.as_deref(), Some(cell.label.as_str()));
             crate::runner::faults::resolve_schedule(&config)
                 .unwrap_or_else(|e| panic!("{}: {e}", cell.label));
+            assert_eq!(
+                crate::runner::faults::cuts_power(&config),
+                cell.run["plan"] == "power-loss-leader",
+                "{}",
+                cell.label
+            );
         }
     }
 

@@ -5,14 +5,18 @@
 //!   power loss takes them: exit 1 (data lost, counted here from history.jsonl), and the
 //!   promise is kept (one power loss of min.insync.replicas holders allows it);
 //! - with `flush.messages=1` every acknowledged record was fsynced: nothing is lost, exit 0;
-//! - with `min.insync.replicas=2` (and no fsync) the lone leader acknowledges nothing, yet
-//!   it held, unsynced, what the full ISR had acknowledged, and leads again after booting:
-//!   those writes are lost and the promise is reported broken (the broker, like Kafka before
-//!   KIP-966, re-elects an in-sync replica that lost its unsynced log).
+//! - with `min.insync.replicas=2` (and no fsync) the lone leader acknowledges nothing, and the
+//!   followers that left the ISR below min ISR stay eligible to lead (KIP-966's ELR): one of
+//!   them leads while the old leader is down, and the old leader, booting without a
+//!   clean-shutdown marker, leaves the ELR and follows. Nothing acknowledged is lost, exit 0;
+//! - the same with `eligible.leader.replicas.enable=false` (the rules before KIP-966): the
+//!   old leader, the only ISR member, leads again on its shorter log and the followers
+//!   truncate to it; the writes the full ISR acknowledged are lost and the promise is
+//!   reported broken.
 //!
 //! After every run no lossyfs mount is left under the store.
 //!
-//! LONG: three 30-second runs, about 2 minutes in all (120 s measured).
+//! LONG: four 30-second runs, about 2.5 minutes in all.
 
 mod run_support;
 
@@ -61,7 +65,7 @@ fn power_loss_of_a_lone_leader_loses_what_only_it_held_unless_every_record_was_f
     let store = tempfile::tempdir().unwrap();
 
     let (out, results, acked, absent) =
-        run_plan(store.path(), "10.220.2.0/24", &["min.insync.replicas=1"]);
+        run_plan(store.path(), "10.222.2.0/24", &["min.insync.replicas=1"]);
     assert_eq!(out.code, 1, "{}", out.transcript());
     assert!(absent > 0, "nothing was lost\n{}", out.transcript());
     assert_eq!(results["stats"]["lost_acknowledged"]["total"], absent);
@@ -79,7 +83,7 @@ fn power_loss_of_a_lone_leader_loses_what_only_it_held_unless_every_record_was_f
 
     let (out, results, acked, absent) = run_plan(
         store.path(),
-        "10.220.3.0/24",
+        "10.222.3.0/24",
         &["min.insync.replicas=1", "flush.messages=1"],
     );
     assert_eq!(out.code, 0, "{}", out.transcript());
@@ -88,8 +92,23 @@ fn power_loss_of_a_lone_leader_loses_what_only_it_held_unless_every_record_was_f
     assert_eq!(results["valid"], true);
     assert_eq!(results["promise"], "kept", "{}", results["promise_reason"]);
 
-    let (out, results, _, absent) =
-        run_plan(store.path(), "10.220.4.0/24", &["min.insync.replicas=2"]);
+    let (out, results, acked, absent) =
+        run_plan(store.path(), "10.222.4.0/24", &["min.insync.replicas=2"]);
+    assert_eq!(out.code, 0, "{}", out.transcript());
+    assert!(acked > 0);
+    assert_eq!(absent, 0, "{}", out.transcript());
+    assert_eq!(results["stats"]["lost_acknowledged"]["total"], 0);
+    assert_eq!(results["valid"], true);
+    assert_eq!(results["promise"], "kept", "{}", results["promise_reason"]);
+
+    let (out, results, _, absent) = run_plan(
+        store.path(),
+        "10.222.5.0/24",
+        &[
+            "min.insync.replicas=2",
+            "eligible.leader.replicas.enable=false",
+        ],
+    );
     assert_eq!(out.code, 1, "{}", out.transcript());
     assert!(absent > 0, "{}", out.transcript());
     assert_eq!(results["stats"]["lost_acknowledged"]["total"], absent);

@@ -14,6 +14,10 @@
 //!
 //! Names are unique to this test (run id `tsc`, subnet 10.213.31.0/24, remote paths under a
 //! temporary directory, since the namespaces share this machine's file system).
+//!
+//! A second test cuts power through the ssh backend (lossyfs mounted on the hosts), then
+//! interrupts two more runs (SIGINT, SIGKILL and `tidewater clean --cluster`); it also needs
+//! `/dev/fuse` (run id `tsp`, subnet 10.222.31.0/24, about 60 s).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -23,6 +27,7 @@ use std::time::{Duration, Instant};
 use tidewater::cluster::local::{find_broker_binary, sys, LocalCluster};
 use tidewater::cluster::Cluster;
 
+mod run_support;
 mod ssh_hosts;
 use ssh_hosts::{make_keys, start_hosts, SSHD};
 
@@ -415,6 +420,157 @@ fn chaos_runs_over_ssh_end_with_a_verdict_and_leave_nothing_behind() {
         String::from_utf8_lossy(&clean.stderr)
     );
     let left = everything_left(&hosts);
+    assert!(left.is_empty(), "left after clean: {left:#?}");
+
+    hosts.teardown().unwrap();
+}
+
+/// Power loss through the ssh backend: the harness mounts lossyfs (`tidewater lossyfs mount`,
+/// started over ssh like the brokers) over every host's data directory, and `power-loss-leader`
+/// with min.insync.replicas=1 loses what only the lone leader held. The figure printed and
+/// stored equals the count from the history; afterwards no mount and no lossyfs process is
+/// left on the hosts, nor after SIGINT, nor after SIGKILL and `tidewater clean --cluster`.
+/// Run id `tsp`, subnet 10.222.31.0/24. About 60 s.
+#[test]
+fn power_loss_over_ssh_loses_what_only_the_leader_held_and_leaves_no_mount() {
+    if !usable() || !Path::new("/dev/fuse").exists() {
+        return;
+    }
+    let broker = find_broker_binary().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = make_keys(dir.path());
+    let hosts = start_hosts(dir.path(), &keys, "tsp", "10.222.31.0/24", 3);
+    let cluster = cluster_file(dir.path(), &keys, &hosts, &broker);
+    // The hosts share this machine's file system: the harness binary serves lossyfs there.
+    let mut text = std::fs::read_to_string(&cluster).unwrap();
+    text = text.replacen(
+        "stop_timeout_s",
+        &format!(
+            "lossyfs_binary = {:?}\nstop_timeout_s",
+            env!("CARGO_BIN_EXE_tidewater")
+        ),
+        1,
+    );
+    std::fs::write(&cluster, text).unwrap();
+    let store = dir.path().join("store");
+    let args: Vec<String> = [
+        "run",
+        "--plain",
+        "--nodes",
+        "3",
+        "--rate",
+        "50",
+        "--concurrency",
+        "4",
+        "--acks",
+        "all",
+        "--set",
+        "min.insync.replicas=1",
+        "--seed",
+        "1",
+        "--time-limit",
+        "30",
+        "--plan",
+        "power-loss-leader",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        "--cluster".into(),
+        cluster.display().to_string(),
+        "--store".into(),
+        store.display().to_string(),
+    ])
+    .collect();
+    let remote = dir.path().join("remote").display().to_string();
+    // Brokers, paused processes, rules, lossyfs processes and mounts left on the hosts.
+    let all_left = || {
+        let mut left = everything_left(&hosts);
+        for node in hosts.node_names() {
+            let ns = hosts.netns(&node).unwrap();
+            for pid in sys::netns_pids(&ns).unwrap() {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                if cmdline.contains("lossyfs mount") {
+                    left.push(format!("{ns}: lossyfs process {pid}: {cmdline}"));
+                }
+            }
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        left.extend(
+            mounts
+                .lines()
+                .filter(|l| l.contains(&remote))
+                .map(|l| format!("mount {l}")),
+        );
+        left
+    };
+
+    let run = Run::start(&args);
+    let pid = run.child.id();
+    let (code, stdout, stderr) = run.finish();
+    let transcript = format!("exit {code:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    let left = all_left();
+    assert!(left.is_empty(), "left behind: {left:#?}\n{transcript}");
+    assert_eq!(
+        ssh_masters_of(pid),
+        Vec::<String>::new(),
+        "ssh masters left"
+    );
+
+    assert_eq!(code, Some(1), "data lost, a fact:\n{transcript}");
+    let run_dir = std::fs::canonicalize(store.join("latest")).unwrap();
+    let history = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+    assert!(
+        history.contains("\"f\":\"start-power-loss\""),
+        "{transcript}"
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("results.json")).unwrap()).unwrap();
+    let (acked, absent) = run_support::acked_absent_from_final_reads(&run_dir);
+    assert!(absent > 0, "the power loss took nothing\n{transcript}");
+    assert_eq!(results["stats"]["lost_acknowledged"]["total"], absent);
+    assert!(
+        stdout.contains(&format!(
+            "DATA LOST: {absent} of {acked} acknowledged writes"
+        )),
+        "{transcript}"
+    );
+    assert_eq!(results["promise"], "kept", "{}", results["promise_reason"]);
+    // The durable side of n1's data is what the broker fsynced; the view is unmounted.
+    assert!(dir.path().join("remote/n1/data.durable").is_dir());
+
+    // SIGINT in the main phase: the signal guard unmounts, as it stops the brokers.
+    let mut run = Run::start(&args);
+    run.wait_for("phase main");
+    run.signal(libc::SIGINT);
+    let (_, _, stderr) = run.finish();
+    let left = all_left();
+    assert!(left.is_empty(), "left after SIGINT: {left:#?}\n{stderr}");
+
+    // SIGKILL: brokers and mounts stay; the cluster file's clean removes them.
+    let mut run = Run::start(&args);
+    run.wait_for("phase main");
+    run.signal(libc::SIGKILL);
+    let (code, _, stderr) = run.finish();
+    assert_eq!(code, None, "killed by the signal:\n{stderr}");
+    assert!(
+        all_left().iter().any(|l| l.starts_with("mount ")),
+        "a SIGKILLed harness leaves its mounts: {:#?}",
+        all_left()
+    );
+    let clean = Command::new(env!("CARGO_BIN_EXE_tidewater"))
+        .arg("clean")
+        .arg("--cluster")
+        .arg(&cluster)
+        .output()
+        .unwrap();
+    assert!(
+        clean.status.success(),
+        "tidewater clean --cluster: {}",
+        String::from_utf8_lossy(&clean.stderr)
+    );
+    let left = all_left();
     assert!(left.is_empty(), "left after clean: {left:#?}");
 
     hosts.teardown().unwrap();

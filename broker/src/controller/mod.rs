@@ -221,7 +221,12 @@ async fn register(
         })?;
     }
     let response = c.apply(|state, now| {
-        let broker_epoch = state.register_broker(request.broker_id, &request.address, now);
+        let broker_epoch = state.register_broker(
+            request.broker_id,
+            &request.address,
+            request.previous_broker_epoch,
+            now,
+        );
         state.set_kafka_address(request.broker_id, request.kafka_address.clone());
         Ok(RegisterBrokerResponse {
             broker_epoch,
@@ -231,6 +236,7 @@ async fn register(
     tracing::info!(
         broker = request.broker_id,
         epoch = response.broker_epoch,
+        previous_epoch = ?request.previous_broker_epoch,
         "broker registered"
     );
     Ok(Json(response))

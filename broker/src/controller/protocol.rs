@@ -112,6 +112,13 @@ pub struct RegisterBrokerRequest {
     /// Kafka listener is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kafka_address: Option<String>,
+    /// Kafka's `PreviousBrokerEpoch` (KIP-966): the broker epoch this broker wrote in its
+    /// clean-shutdown marker when it last stopped in order, or the epoch of the incarnation it
+    /// registers again from while it keeps running. `None` (absent) when it stopped without the
+    /// marker (kill, crash, power loss): the controller then treats it as an unclean shutdown
+    /// and takes it out of every ISR and ELR.
+    #[serde(default)]
+    pub previous_broker_epoch: Option<u64>,
 }
 
 /// The answer to a registration: the new incarnation's epoch and the current metadata.
@@ -208,9 +215,22 @@ pub struct PartitionMetadata {
     pub partition_epoch: u32,
     /// Assigned replicas; the first is the preferred leader.
     pub replicas: Vec<u32>,
-    /// In-sync replicas. Never empty: when the last member dies it stays (KRaft's "last known
-    /// leader") and `leader` is `None`.
+    /// In-sync replicas. With `eligible.leader.replicas.enable=false` never empty: when the
+    /// last member dies it stays and `leader` is `None`. With eligible leader replicas (KIP-966,
+    /// the default) it may be empty: the last member moves to `elr`.
     pub isr: Vec<u32>,
+    /// Eligible leader replicas (KIP-966): replicas that left the ISR while it was smaller than
+    /// `min.insync.replicas`, so they hold every committed record (the HW does not advance
+    /// below min ISR) and may lead when the ISR is empty. Always empty while the ISR has at
+    /// least `min.insync.replicas` members; a replica leaves it when it rejoins the ISR or
+    /// registers after an unclean shutdown.
+    #[serde(default)]
+    pub elr: Vec<u32>,
+    /// Kafka's `LastKnownElr` as the last known leader: the leader when the ISR became empty.
+    /// When the ISR and the ELR are both empty it may lead again (KIP-966's last known leader
+    /// election), with the ISR reset to itself alone.
+    #[serde(default)]
+    pub last_known_leader: Option<u32>,
 }
 
 /// A topic and its partitions.

@@ -6,9 +6,20 @@
 //!
 //! - a broker is fenced when its session expires (`broker.session.timeout.ms` without a
 //!   heartbeat) or when it registers again (a new incarnation replaces the old one); fencing
-//!   removes it from every ISR except where it is the last member, and moves its leaderships;
-//! - elections pick the first replica in assignment order that is live and in the ISR (so the
-//!   preferred replica first); with no such replica the partition goes offline (leader `None`)
+//!   removes it from every ISR and moves its leaderships. Without eligible leader replicas it
+//!   stays where it is the last member;
+//! - eligible leader replicas (KIP-966, `eligible.leader.replicas.enable`, on by default): while
+//!   a partition's ISR is smaller than its `min.insync.replicas`, every replica that leaves the
+//!   ISR joins its ELR (the ISR may become empty); once the ISR reaches min ISR the ELR is
+//!   cleared. Brokers do not advance the HW below min ISR, so an ELR member holds every
+//!   committed record and may lead when the ISR is empty;
+//! - unclean shutdown (KIP-966): a broker that registers without the epoch of its previous
+//!   incarnation (it did not stop in order, so it may have lost unflushed records) leaves every
+//!   ISR and ELR. The leader when the ISR became empty is remembered as the last known leader
+//!   and is elected only when the ISR and the ELR are both empty;
+//! - elections pick the first replica in assignment order that is live and in the ISR, or in
+//!   the ELR when the ISR is empty (an ELR leader starts a new ISR of itself alone); failing
+//!   that, the live last known leader; failing that the partition goes offline (leader `None`)
 //!   unless unclean election is enabled, which picks the first live replica and makes the ISR
 //!   just that replica;
 //! - every leader change bumps the leader epoch; every change of the partition bumps the
@@ -42,6 +53,13 @@ pub struct ControllerConfig {
     pub default_replication_factor: u32,
     /// `unclean.leader.election.enable`: the cluster default; a topic's override wins.
     pub unclean_leader_election_enable: bool,
+    /// `min.insync.replicas`: the cluster default; a topic's override wins. The ELR is kept
+    /// while the ISR is smaller than this.
+    pub min_insync_replicas: u16,
+    /// `eligible.leader.replicas.enable`: KIP-966's eligible leader replicas and unclean
+    /// shutdown handling; `false` restores the older rules (the last ISR member stays in the
+    /// ISR and leads again whatever it lost).
+    pub eligible_leader_replicas_enable: bool,
     /// `tidewater.bug.*`: deliberate bugs (only in a `deliberate-bugs` build).
     pub bugs: crate::bugs::Bugs,
 }
@@ -53,6 +71,8 @@ impl Default for ControllerConfig {
             num_partitions: 1,
             default_replication_factor: 1,
             unclean_leader_election_enable: false,
+            min_insync_replicas: 1,
+            eligible_leader_replicas_enable: true,
             bugs: crate::bugs::Bugs::default(),
         }
     }
@@ -161,11 +181,24 @@ impl ControllerState {
     }
 
     /// Registers a broker (first start or restart). A previous incarnation is fenced first, so
-    /// its leaderships move and it leaves the ISRs; the new incarnation is then unfenced, which
-    /// may elect it where a partition is offline. Returns the new broker epoch.
-    pub fn register_broker(&mut self, broker_id: u32, address: &str, now_ms: u64) -> u64 {
-        if self.snapshot.brokers.contains_key(&broker_id) {
+    /// its leaderships move and it leaves the ISRs. With eligible leader replicas, a
+    /// `previous_broker_epoch` other than the previous incarnation's epoch means an unclean
+    /// shutdown: the broker also leaves every ELR (and ISR where it was the last member), as
+    /// its log may have lost what it had not flushed. The new incarnation is then unfenced,
+    /// which may elect it where a partition is offline. Returns the new broker epoch.
+    pub fn register_broker(
+        &mut self,
+        broker_id: u32,
+        address: &str,
+        previous_broker_epoch: Option<u64>,
+        now_ms: u64,
+    ) -> u64 {
+        if let Some(previous) = self.snapshot.brokers.get(&broker_id) {
+            let clean_shutdown = previous_broker_epoch == Some(previous.broker_epoch);
             self.fence_broker(broker_id);
+            if !clean_shutdown && self.config.eligible_leader_replicas_enable {
+                self.remove_after_unclean_shutdown(broker_id);
+            }
         }
         self.snapshot.last_broker_epoch += 1;
         let broker_epoch = self.snapshot.last_broker_epoch;
@@ -301,6 +334,8 @@ impl ControllerState {
                         partition_epoch: 0,
                         isr: replicas.clone(),
                         replicas,
+                        elr: Vec::new(),
+                        last_known_leader: None,
                     }
                 })
                 .collect(),
@@ -341,6 +376,8 @@ impl ControllerState {
             }
         }
         let brokers = self.snapshot.brokers.clone();
+        let rules = self.rules_for(&request.topic);
+        let live = self.live_brokers();
         let partition = self.partition_mut(&request.topic, request.partition)?;
         if request.leader_epoch != partition.leader_epoch {
             return Err(ControllerError::new(
@@ -389,14 +426,19 @@ impl ControllerState {
                 format!("replica {r} is fenced and cannot join the ISR"),
             ));
         }
-        if new_isr != partition.isr {
-            partition.isr = new_isr;
-            partition.partition_epoch += 1;
+        // The sender stays leader (it is live and in the new ISR); the ELR follows the new ISR.
+        if change_partition(partition, new_isr, None, &live, &rules) {
             let result = partition.clone();
             self.bump_version();
             return Ok(result);
         }
         Ok(partition.clone())
+    }
+
+    /// The election rules of `topic`: its overrides, else the cluster defaults.
+    fn rules_for(&self, topic: &str) -> ElectionRules {
+        let configs = self.snapshot.topics.get(topic).map(|t| &t.configs);
+        rules(&self.config, configs)
     }
 
     fn partition_mut(
@@ -411,35 +453,39 @@ impl ControllerState {
             .ok_or_else(|| unknown_partition(topic, Some(partition)))
     }
 
-    /// Marks a broker fenced and removes it from every partition it serves.
+    /// Marks a broker fenced and removes it from every ISR it is in (to the ELR where the ISR
+    /// falls below min ISR), electing a new leader where it led.
     fn fence_broker(&mut self, broker_id: u32) {
         if let Some(broker) = self.snapshot.brokers.get_mut(&broker_id) {
             broker.fenced = true;
         }
+        self.remove_from_partitions(broker_id, false);
+    }
+
+    /// KIP-966's unclean shutdown handling: removes `broker_id` from every ISR and every ELR.
+    fn remove_after_unclean_shutdown(&mut self, broker_id: u32) {
+        self.remove_from_partitions(broker_id, true);
+    }
+
+    /// Takes `broker_id` out of the ISR of every partition it replicates, and out of the ELR
+    /// too when `unclean_shutdown`; elects where the leader is no longer valid.
+    fn remove_from_partitions(&mut self, broker_id: u32, unclean_shutdown: bool) {
         let live = self.live_brokers();
-        let default_unclean = self.config.unclean_leader_election_enable;
-        let bugs = self.config.bugs;
+        let config = self.config.clone();
         for topic in self.snapshot.topics.values_mut() {
-            let unclean = unclean_enabled(&topic.configs, default_unclean, bugs);
+            let rules = rules(&config, Some(&topic.configs));
             for partition in &mut topic.partitions {
                 if !partition.replicas.contains(&broker_id) {
                     continue;
                 }
-                let mut changed = false;
-                // Leave the ISR unless this broker is its last member: KRaft keeps the last
-                // member so the partition remembers who holds every committed record.
-                if partition.isr.len() > 1 && partition.isr.contains(&broker_id) {
-                    partition.isr.retain(|&r| r != broker_id);
-                    changed = true;
-                }
-                if partition.leader == Some(broker_id) {
-                    let leader = elect(partition, &live, unclean);
-                    set_leader(partition, leader, bugs);
-                    changed = true;
-                }
-                if changed {
-                    partition.partition_epoch += 1;
-                }
+                let target_isr: Vec<u32> = partition
+                    .isr
+                    .iter()
+                    .copied()
+                    .filter(|&r| r != broker_id)
+                    .collect();
+                let removed = unclean_shutdown.then_some(broker_id);
+                change_partition(partition, target_isr, removed, &live, &rules);
             }
         }
     }
@@ -447,15 +493,12 @@ impl ControllerState {
     /// Elects a leader for every offline partition that now has an eligible live replica.
     fn elect_offline_partitions(&mut self) {
         let live = self.live_brokers();
-        let default_unclean = self.config.unclean_leader_election_enable;
-        let bugs = self.config.bugs;
+        let config = self.config.clone();
         for topic in self.snapshot.topics.values_mut() {
-            let unclean = unclean_enabled(&topic.configs, default_unclean, bugs);
+            let rules = rules(&config, Some(&topic.configs));
             for partition in topic.partitions.iter_mut().filter(|p| p.leader.is_none()) {
-                if let Some(leader) = elect(partition, &live, unclean) {
-                    set_leader(partition, Some(leader), bugs);
-                    partition.partition_epoch += 1;
-                }
+                let isr = partition.isr.clone();
+                change_partition(partition, isr, None, &live, &rules);
             }
         }
     }
@@ -503,27 +546,160 @@ fn unclean_enabled(configs: &BTreeMap<String, String>, default: bool, bugs: Bugs
         .unwrap_or(default)
 }
 
-/// The new leader: the first live ISR member in assignment order (the preferred replica first);
-/// failing that, with `unclean`, the first live replica.
-fn elect(partition: &mut PartitionMetadata, live: &[u32], unclean: bool) -> Option<u32> {
+/// What a partition change depends on besides the partition: the topic's settings in effect.
+#[derive(Debug, Clone, Copy)]
+struct ElectionRules {
+    /// `unclean.leader.election.enable` in effect for the topic.
+    unclean: bool,
+    /// `eligible.leader.replicas.enable` (cluster-wide).
+    elr_enabled: bool,
+    /// `min.insync.replicas` in effect for the topic.
+    min_isr: usize,
+    /// Deliberate bugs.
+    bugs: Bugs,
+}
+
+/// The rules of a topic with `configs` (its overrides), or the cluster defaults.
+fn rules(config: &ControllerConfig, configs: Option<&BTreeMap<String, String>>) -> ElectionRules {
+    let empty = BTreeMap::new();
+    let configs = configs.unwrap_or(&empty);
+    let min_isr = configs
+        .get("min.insync.replicas")
+        .and_then(|v| v.trim().parse::<u16>().ok())
+        .unwrap_or(config.min_insync_replicas);
+    ElectionRules {
+        unclean: unclean_enabled(configs, config.unclean_leader_election_enable, config.bugs),
+        elr_enabled: config.eligible_leader_replicas_enable,
+        min_isr: usize::from(min_isr.max(1)),
+        bugs: config.bugs,
+    }
+}
+
+/// Kafka's `PartitionChangeBuilder` in small: moves `partition` to `target_isr` (minus
+/// `unclean_shutdown`, which also leaves the ELR), recomputes the ELR and the last known
+/// leader, and elects when the current leader is no longer valid. Bumps the leader epoch on a
+/// leader change and the partition epoch on any change; returns whether anything changed.
+fn change_partition(
+    partition: &mut PartitionMetadata,
+    mut target_isr: Vec<u32>,
+    unclean_shutdown: Option<u32>,
+    live: &[u32],
+    rules: &ElectionRules,
+) -> bool {
+    let before = partition.clone();
+    if let Some(removed) = unclean_shutdown {
+        target_isr.retain(|&r| r != removed);
+    }
+    if target_isr.is_empty() && !rules.elr_enabled {
+        // Without ELR the last member stays, so the partition remembers who holds every
+        // committed record. (A state written with ELR on may have an empty ISR: its ELR, or
+        // its last known leader, stands in.)
+        target_isr = [
+            partition.isr.clone(),
+            partition.elr.clone(),
+            partition.last_known_leader.into_iter().collect(),
+        ]
+        .into_iter()
+        .find(|members| !members.is_empty())
+        .unwrap_or_default();
+    }
+    let mut elr = target_elr(partition, &target_isr, unclean_shutdown, rules);
+    let mut last_known_leader = partition.last_known_leader;
+    if rules.elr_enabled && target_isr.is_empty() && !partition.isr.is_empty() {
+        // The partition just lost its last in-sync replica: remember who led (or, when it was
+        // already leaderless, the member that left last).
+        last_known_leader = partition.leader.or(partition.isr.first().copied());
+    }
+    let is_valid = |r: u32, isr: &[u32], elr: &[u32]| {
+        live.contains(&r) && (isr.contains(&r) || (isr.is_empty() && elr.contains(&r)))
+    };
+    let mut leader = partition.leader;
+    if !leader.is_some_and(|l| is_valid(l, &target_isr, &elr)) {
+        leader = elect(
+            partition,
+            &mut target_isr,
+            &mut elr,
+            last_known_leader,
+            live,
+            rules,
+        );
+    }
+    if leader.is_some() {
+        // A partition with a leader needs no last known leader.
+        last_known_leader = None;
+    }
+    partition.isr = target_isr;
+    partition.elr = elr;
+    partition.last_known_leader = last_known_leader;
+    if leader != before.leader {
+        set_leader(partition, leader, rules.bugs);
+    }
+    let changed = *partition != before;
+    if changed {
+        partition.partition_epoch += 1;
+    }
+    changed
+}
+
+/// KIP-966's ELR for a partition moving to `target_isr`: empty while the ISR has min ISR
+/// members (or ELR is off); otherwise the old ELR and old ISR, minus the new ISR and a replica
+/// that shut down uncleanly. In assignment order.
+fn target_elr(
+    partition: &PartitionMetadata,
+    target_isr: &[u32],
+    unclean_shutdown: Option<u32>,
+    rules: &ElectionRules,
+) -> Vec<u32> {
+    if !rules.elr_enabled || target_isr.len() >= rules.min_isr {
+        return Vec::new();
+    }
+    partition
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| partition.elr.contains(r) || partition.isr.contains(r))
+        .filter(|r| !target_isr.contains(r) && Some(*r) != unclean_shutdown)
+        .collect()
+}
+
+/// The new leader, in Kafka's order: the first live replica (assignment order, so the
+/// preferred one first) in the ISR, or in the ELR when the ISR is empty (it then becomes the
+/// ISR alone and leaves the ELR); else the live last known leader when ISR and ELR are both
+/// empty; else, with `unclean`, the first live replica. The last two restart the ISR from the
+/// chosen replica alone and clear the ELR.
+fn elect(
+    partition: &PartitionMetadata,
+    isr: &mut Vec<u32>,
+    elr: &mut Vec<u32>,
+    last_known_leader: Option<u32>,
+    live: &[u32],
+    rules: &ElectionRules,
+) -> Option<u32> {
     let clean = partition
         .replicas
         .iter()
         .copied()
-        .find(|r| live.contains(r) && partition.isr.contains(r));
-    if clean.is_some() {
-        return clean;
+        .find(|r| live.contains(r) && (isr.contains(r) || (isr.is_empty() && elr.contains(r))));
+    if let Some(chosen) = clean {
+        if elr.contains(&chosen) {
+            *isr = vec![chosen];
+            elr.retain(|&r| r != chosen);
+        }
+        return Some(chosen);
     }
-    if !unclean {
-        return None;
-    }
-    let chosen = partition
-        .replicas
-        .iter()
-        .copied()
-        .find(|r| live.contains(r))?;
-    // An unclean leader's log is the new truth: the ISR restarts from it alone.
-    partition.isr = vec![chosen];
+    let last_known = last_known_leader
+        .filter(|r| rules.elr_enabled && isr.is_empty() && elr.is_empty() && live.contains(r));
+    let unclean = || {
+        partition
+            .replicas
+            .iter()
+            .copied()
+            .find(|r| rules.unclean && live.contains(r))
+    };
+    let chosen = last_known.or_else(unclean)?;
+    // The chosen log is the new truth: the ISR restarts from it alone.
+    *isr = vec![chosen];
+    elr.clear();
     Some(chosen)
 }
 
@@ -564,12 +740,17 @@ mod tests {
 
     const SESSION_MS: u64 = 1000;
 
+    /// A controller with the rules before KIP-966 (no eligible leader replicas, min ISR 1):
+    /// the tests below that use it pin those rules, which `eligible.leader.replicas.enable=false`
+    /// keeps.
     fn controller(unclean: bool) -> ControllerState {
         ControllerState::new(ControllerConfig {
             session_timeout_ms: SESSION_MS,
             num_partitions: 1,
             default_replication_factor: 3,
             unclean_leader_election_enable: unclean,
+            min_insync_replicas: 1,
+            eligible_leader_replicas_enable: false,
             bugs: Bugs::default(),
         })
     }
@@ -582,6 +763,8 @@ mod tests {
             num_partitions: 1,
             default_replication_factor: 3,
             unclean_leader_election_enable: false,
+            min_insync_replicas: 1,
+            eligible_leader_replicas_enable: false,
             bugs: {
                 let mut bugs = Bugs::default();
                 bugs.set(bug, true);
@@ -589,7 +772,7 @@ mod tests {
             },
         });
         for id in 1..=3 {
-            c.register_broker(id, &format!("http://127.0.0.1:{}", 9000 + id), 0);
+            c.register_broker(id, &format!("http://127.0.0.1:{}", 9000 + id), None, 0);
         }
         c.create_topic(&topic_request("t", 1, 3)).unwrap();
         c
@@ -619,7 +802,7 @@ mod tests {
     fn cluster(unclean: bool) -> ControllerState {
         let mut c = controller(unclean);
         for id in 1..=3 {
-            c.register_broker(id, &format!("http://127.0.0.1:{}", 9000 + id), 0);
+            c.register_broker(id, &format!("http://127.0.0.1:{}", 9000 + id), None, 0);
         }
         c.create_topic(&topic_request("t", 1, 3)).unwrap();
         c
@@ -750,7 +933,7 @@ mod tests {
         assert!(!c.elect_offline());
         assert_eq!(part(&c).leader, None);
         // Broker 1 coming back (new incarnation) is elected from the ISR with a new epoch.
-        c.register_broker(1, "http://127.0.0.1:9001", SESSION_MS + 2);
+        c.register_broker(1, "http://127.0.0.1:9001", None, SESSION_MS + 2);
         let p = part(&c);
         assert_eq!((p.leader, p.leader_epoch), (Some(1), 2));
         assert_eq!(p.isr, vec![1]);
@@ -771,7 +954,7 @@ mod tests {
     fn topic_override_of_unclean_election_wins_over_cluster_default() {
         let mut c = controller(false);
         for id in 1..=3 {
-            c.register_broker(id, "a", 0);
+            c.register_broker(id, "a", None, 0);
         }
         let mut request = topic_request("t", 1, 3);
         request
@@ -870,7 +1053,7 @@ mod tests {
     fn reregistration_fences_old_incarnation_and_moves_leadership() {
         let mut c = cluster(false);
         let old_epoch = epoch_of(&c, 1);
-        let new_epoch = c.register_broker(1, "http://127.0.0.1:9001", 10);
+        let new_epoch = c.register_broker(1, "http://127.0.0.1:9001", None, 10);
         assert!(new_epoch > old_epoch);
         let p = part(&c);
         assert_eq!((p.leader, p.leader_epoch), (Some(2), 1));
@@ -896,7 +1079,7 @@ mod tests {
             Vec::<u32>::new()
         );
         // Broker epochs keep growing across the restart.
-        assert!(restored.register_broker(4, "x", 50_001) > c.snapshot().last_broker_epoch);
+        assert!(restored.register_broker(4, "x", None, 50_001) > c.snapshot().last_broker_epoch);
     }
 
     #[test]
@@ -905,6 +1088,211 @@ mod tests {
         c.restart_sessions(10 * SESSION_MS);
         assert_eq!(c.expire_sessions(11 * SESSION_MS), Vec::<u32>::new());
         assert_eq!(c.expire_sessions(11 * SESSION_MS + 1), vec![1, 2, 3]);
+    }
+
+    /// Three brokers and topic "t" on [1, 2, 3] under KIP-966's rules with `min_isr`.
+    fn elr_cluster(min_isr: u16, unclean: bool) -> ControllerState {
+        let mut c = ControllerState::new(ControllerConfig {
+            session_timeout_ms: SESSION_MS,
+            num_partitions: 1,
+            default_replication_factor: 3,
+            unclean_leader_election_enable: unclean,
+            min_insync_replicas: min_isr,
+            eligible_leader_replicas_enable: true,
+            bugs: Bugs::default(),
+        });
+        for id in 1..=3 {
+            c.register_broker(id, &format!("http://127.0.0.1:{}", 9000 + id), None, 0);
+        }
+        c.create_topic(&topic_request("t", 1, 3)).unwrap();
+        c
+    }
+
+    /// Registers `id` again, after a clean shutdown when `clean` (it names its last epoch).
+    fn restart(c: &mut ControllerState, id: u32, clean: bool, now_ms: u64) {
+        let previous = clean.then(|| epoch_of(c, id));
+        c.register_broker(
+            id,
+            &format!("http://127.0.0.1:{}", 9000 + id),
+            previous,
+            now_ms,
+        );
+    }
+
+    #[test]
+    fn elr_takes_replicas_that_leave_an_isr_below_min_isr_and_clears_at_min_isr() {
+        let mut c = elr_cluster(2, false);
+        alter(&mut c, 1, vec![1, 2]).unwrap();
+        assert_eq!(part(&c).elr, Vec::<u32>::new(), "ISR still at min ISR");
+        // 3 left while the ISR kept min ISR members, so it may miss records committed since:
+        // only 2 becomes eligible.
+        let p = alter(&mut c, 1, vec![1]).unwrap();
+        assert_eq!((p.isr.clone(), p.elr.clone()), (vec![1], vec![2]));
+        assert_eq!((p.leader, p.leader_epoch), (Some(1), 0));
+        // A replica back in the ISR leaves the ELR; at min ISR the ELR is empty again.
+        let p = alter(&mut c, 1, vec![1, 3]).unwrap();
+        assert_eq!((p.isr, p.elr), (vec![1, 3], vec![]));
+    }
+
+    #[test]
+    fn elr_member_leads_when_the_isr_empties_and_the_unclean_leader_cannot() {
+        // power-loss-leader: the followers are cut off and fenced, the ISR is the leader
+        // alone, the leader loses power, the followers come back, the leader boots again.
+        let mut c = elr_cluster(2, false);
+        // The leader shrinks the ISR (replica.lag.time.max.ms), then the controller fences
+        // the followers (broker.session.timeout.ms): they stay in the ELR.
+        alter(&mut c, 1, vec![1]).unwrap();
+        advance(&mut c, &[1], SESSION_MS + 1);
+        let p = part(&c);
+        assert_eq!((p.isr.clone(), p.elr.clone()), (vec![1], vec![2, 3]));
+        assert!(c.snapshot().brokers[&2].fenced);
+        // Power loss of 1; 2 and 3 heartbeat again before 1's session expires.
+        advance(&mut c, &[2, 3], SESSION_MS + 2);
+        advance(&mut c, &[2, 3], 2 * SESSION_MS + 2);
+        let p = part(&c);
+        assert_eq!(
+            p.leader,
+            Some(2),
+            "an ELR member leads: it holds every committed record"
+        );
+        assert_eq!((p.isr.clone(), p.elr.clone()), (vec![2], vec![1, 3]));
+        assert_eq!(p.leader_epoch, 1);
+        // 1 boots without a clean-shutdown marker: out of the ELR, leads nothing.
+        restart(&mut c, 1, false, 2 * SESSION_MS + 3);
+        let p = part(&c);
+        assert_eq!(
+            (p.leader, p.isr.clone(), p.elr.clone()),
+            (Some(2), vec![2], vec![3])
+        );
+        // It may rejoin the ISR once caught up, like any follower.
+        assert_eq!(alter(&mut c, 2, vec![1, 2]).unwrap().elr, Vec::<u32>::new());
+    }
+
+    #[test]
+    fn offline_partition_waits_for_an_elr_member_and_elects_it_when_it_returns() {
+        let mut c = elr_cluster(2, false);
+        alter(&mut c, 1, vec![1]).unwrap();
+        // Every session expires; leadership passes along the ELR (each is still unfenced
+        // when the one before it is fenced) until nobody is left: the ISR is empty, every
+        // replica is in the ELR, and 3 led last.
+        advance(&mut c, &[], SESSION_MS + 1);
+        let p = part(&c);
+        assert_eq!(p.leader, None);
+        assert_eq!((p.isr.clone(), p.elr.clone()), (vec![], vec![1, 2, 3]));
+        assert_eq!(p.last_known_leader, Some(3));
+        // 1 restarts uncleanly: out of the ELR; 2 and 3 are still eligible, so no
+        // last-known-leader election while they may come back.
+        restart(&mut c, 1, false, SESSION_MS + 2);
+        let p = part(&c);
+        assert_eq!((p.leader, p.elr.clone()), (None, vec![2, 3]));
+        // 3 comes back (a heartbeat of its running incarnation): it leads from the ELR.
+        advance(&mut c, &[1, 3], SESSION_MS + 3);
+        let p = part(&c);
+        assert_eq!(
+            (p.leader, p.isr.clone(), p.elr.clone()),
+            (Some(3), vec![3], vec![2])
+        );
+        assert_eq!(p.last_known_leader, None);
+    }
+
+    #[test]
+    fn last_known_leader_leads_again_when_isr_and_elr_are_empty() {
+        // min ISR 1: the lone leader's ISR is at min ISR, so nobody else is eligible.
+        let mut c = elr_cluster(1, false);
+        alter(&mut c, 1, vec![1]).unwrap();
+        assert_eq!(part(&c).elr, Vec::<u32>::new());
+        advance(&mut c, &[2, 3], SESSION_MS + 1);
+        let p = part(&c);
+        assert_eq!(
+            (p.leader, p.isr.clone(), p.elr.clone()),
+            (None, vec![], vec![1])
+        );
+        assert_eq!(p.last_known_leader, Some(1));
+        // It restarts uncleanly: out of the ELR, but as the last known leader it leads again
+        // (KIP-966 keeps the partition available; what it lost unsynced is lost).
+        restart(&mut c, 1, false, SESSION_MS + 2);
+        let p = part(&c);
+        assert_eq!(
+            (p.leader, p.isr.clone(), p.elr.clone()),
+            (Some(1), vec![1], vec![])
+        );
+        assert_eq!((p.last_known_leader, p.leader_epoch), (None, 2));
+    }
+
+    #[test]
+    fn clean_restart_keeps_elr_membership_and_unclean_restart_loses_it() {
+        let mut c = elr_cluster(2, false);
+        alter(&mut c, 1, vec![1]).unwrap();
+        restart(&mut c, 3, true, 10);
+        assert_eq!(part(&c).elr, vec![2, 3], "stopped in order: still eligible");
+        restart(&mut c, 3, false, 20);
+        assert_eq!(
+            part(&c).elr,
+            vec![2],
+            "no marker: may have lost unflushed records"
+        );
+        // The leader restarting cleanly keeps its records: it stays eligible when it leaves.
+        restart(&mut c, 1, true, 30);
+        let p = part(&c);
+        assert_eq!(p.leader, Some(2), "2 was in the ELR and the ISR emptied");
+        assert_eq!((p.isr, p.elr), (vec![2], vec![1]));
+    }
+
+    #[test]
+    fn unclean_election_comes_after_elr_and_last_known_leader_and_clears_them() {
+        let mut c = elr_cluster(2, true);
+        alter(&mut c, 1, vec![1, 2]).unwrap();
+        // 1 and 2 die; 3 (outside the ISR, never in the ELR) is the only live replica.
+        advance(&mut c, &[3], SESSION_MS + 1);
+        let p = part(&c);
+        assert_eq!(p.leader, Some(3), "unclean election");
+        assert_eq!((p.isr, p.elr, p.last_known_leader), (vec![3], vec![], None));
+    }
+
+    #[test]
+    fn without_elr_the_last_isr_member_leads_again_after_an_unclean_restart() {
+        // The rule before KIP-966, which power-loss-leader shows losing acknowledged writes.
+        let mut c = controller(false);
+        c.config.min_insync_replicas = 2;
+        for id in 1..=3 {
+            c.register_broker(id, "http://127.0.0.1:9000", None, 0);
+        }
+        c.create_topic(&topic_request("t", 1, 3)).unwrap();
+        advance(&mut c, &[1], SESSION_MS + 1);
+        advance(&mut c, &[2, 3], 2 * SESSION_MS + 2);
+        assert_eq!((part(&c).leader, part(&c).isr), (None, vec![1]));
+        restart(&mut c, 1, false, 2 * SESSION_MS + 3);
+        let p = part(&c);
+        assert_eq!((p.leader, p.isr, p.elr), (Some(1), vec![1], vec![]));
+    }
+
+    #[test]
+    fn switching_elr_off_turns_an_elr_back_into_the_last_isr_members() {
+        let mut c = elr_cluster(2, false);
+        alter(&mut c, 1, vec![1]).unwrap();
+        advance(&mut c, &[], SESSION_MS + 1);
+        assert_eq!((part(&c).isr, part(&c).elr), (vec![], vec![1, 2, 3]));
+        // The controller restarts with eligible.leader.replicas.enable=false.
+        let mut config = c.config.clone();
+        config.eligible_leader_replicas_enable = false;
+        let mut c = ControllerState::from_snapshot(config, c.snapshot().clone(), SESSION_MS + 2);
+        advance(&mut c, &[2], SESSION_MS + 3);
+        let p = part(&c);
+        assert_eq!((p.leader, p.isr, p.elr), (Some(2), vec![1, 2, 3], vec![]));
+    }
+
+    #[test]
+    fn snapshot_without_elr_fields_loads_with_empty_elr() {
+        let c = cluster(false);
+        let mut json = serde_json::to_value(c.snapshot()).unwrap();
+        let partition = &mut json["topics"]["t"]["partitions"][0];
+        partition.as_object_mut().unwrap().remove("elr");
+        partition
+            .as_object_mut()
+            .unwrap()
+            .remove("last_known_leader");
+        let snapshot: ControllerSnapshot = serde_json::from_value(json).unwrap();
+        assert_eq!(snapshot.topics["t"].partitions[0].elr, Vec::<u32>::new());
     }
 
     #[test]

@@ -74,7 +74,7 @@ mod tests {
         let store = ControllerStore::open(dir.path()).unwrap();
         assert_eq!(store.load().unwrap(), None);
         let mut state = ControllerState::new(ControllerConfig::default());
-        state.register_broker(1, "http://127.0.0.1:1", 0);
+        state.register_broker(1, "http://127.0.0.1:1", None, 0);
         store.save(state.snapshot()).unwrap();
         let loaded = store.load().unwrap().unwrap();
         assert_eq!(loaded.metadata_version, state.metadata_version());

@@ -15,6 +15,9 @@
 //!   pending the HW is computed over the *maximal* ISR (old ∪ proposed), so a shrink cannot
 //!   commit records the old ISR has not got, and an expansion counts the joining replica.
 //! - HW = min LEO over the maximal ISR (leader included), and only moves forward.
+//! - With eligible leader replicas (KIP-966) the HW does not move while the maximal ISR is
+//!   smaller than `min.insync.replicas`: the replicas that left the ISR (the controller's ELR)
+//!   then hold every committed record, so any of them may lead without losing one.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -93,6 +96,9 @@ pub struct LeaderState {
     high_watermark: u64,
     /// Deliberate bugs of this broker (all off unless built with `deliberate-bugs`).
     pub bugs: Bugs,
+    /// The ISR size below which the HW stands still: the topic's `min.insync.replicas` with
+    /// eligible leader replicas (KIP-966), 0 without (the HW then follows any ISR).
+    pub hw_min_isr: usize,
 }
 
 impl LeaderState {
@@ -124,6 +130,7 @@ impl LeaderState {
             last_seq: 0,
             high_watermark,
             bugs: Bugs::default(),
+            hw_min_isr: 0,
         }
     }
 
@@ -183,8 +190,12 @@ impl LeaderState {
     }
 
     /// Recomputes the HW as the minimum LEO over the maximal ISR; returns the new HW when it
-    /// moved forward. A member whose LEO is unknown holds the HW where it is.
+    /// moved forward. A member whose LEO is unknown holds the HW where it is, and so does an
+    /// ISR smaller than [`LeaderState::hw_min_isr`].
     pub fn maybe_advance_high_watermark(&mut self, leader_log_end_offset: u64) -> Option<u64> {
+        if self.maximal_isr().len() < self.hw_min_isr {
+            return None;
+        }
         if self.bugs.on(Bug::HwMaxOfIsr) {
             // Deliberate bug: the maximum, not the minimum, of the ISR's log end offsets.
             let candidate = leader_log_end_offset;
@@ -358,6 +369,8 @@ mod tests {
             partition_epoch,
             replicas: replicas.to_vec(),
             isr: isr.to_vec(),
+            elr: Vec::new(),
+            last_known_leader: None,
         }
     }
 
@@ -402,6 +415,22 @@ mod tests {
         l.shrink_without_controller(&smaller);
         assert_eq!(l.isr(), smaller);
         assert!(l.pending().is_none());
+    }
+
+    #[test]
+    fn hw_stands_still_below_min_isr_with_eligible_leader_replicas() {
+        let mut l = LeaderState::new(1, &meta(5, 3, &[1, 2, 3], &[1, 2]), 0, 0, 0);
+        l.hw_min_isr = 2;
+        l.record_fetch(2, 6, 0, 10, 1);
+        assert_eq!(l.maybe_advance_high_watermark(10), Some(6));
+        // The ISR shrinks to the leader alone: its own appends are no longer committed.
+        assert!(l.apply_partition_state(4, &[1]));
+        assert_eq!(l.maybe_advance_high_watermark(10), None);
+        assert_eq!(l.high_watermark(), 6);
+        // Back at min ISR, the HW follows the ISR again.
+        l.record_fetch(2, 10, 0, 10, 2);
+        assert!(l.apply_partition_state(5, &[1, 2]));
+        assert_eq!(l.maybe_advance_high_watermark(10), Some(10));
     }
 
     #[test]

@@ -278,6 +278,9 @@ pub struct ReplicaManager {
     http: reqwest::Client,
     /// This incarnation's broker epoch (0 until registered).
     broker_epoch: AtomicU64,
+    /// The epoch in the clean-shutdown marker found at start-up (`None`: the previous process
+    /// did not stop in order), sent with the first registration (KIP-966).
+    previous_broker_epoch: Option<u64>,
     /// The latest metadata applied (version 0: none yet).
     metadata: watch::Sender<Arc<ClusterMetadata>>,
     /// Local replicas by (topic, partition).
@@ -291,8 +294,10 @@ pub struct ReplicaManager {
 }
 
 impl ReplicaManager {
-    /// A manager for a broker that will register with `settings.controller_url`.
-    pub fn new(settings: ReplicationConfig) -> Arc<Self> {
+    /// A manager for a broker that will register with `settings.controller_url`, telling the
+    /// controller `previous_broker_epoch` (from the clean-shutdown marker, see
+    /// [`crate::storage::clean_shutdown`]).
+    pub fn new(settings: ReplicationConfig, previous_broker_epoch: Option<u64>) -> Arc<Self> {
         let empty = ClusterMetadata {
             version: 0,
             brokers: Vec::new(),
@@ -306,12 +311,18 @@ impl ReplicaManager {
             settings,
             http,
             broker_epoch: AtomicU64::new(0),
+            previous_broker_epoch,
             metadata: watch::channel(Arc::new(empty)).0,
             replicas: RwLock::new(BTreeMap::new()),
             apply_lock: tokio::sync::Mutex::new(()),
             isr_shrinks: AtomicU64::new(0),
             isr_expands: AtomicU64::new(0),
         })
+    }
+
+    /// This incarnation's broker epoch, `None` until registered.
+    pub fn broker_epoch(&self) -> Option<u64> {
+        Some(self.broker_epoch.load(Ordering::SeqCst)).filter(|&e| e != 0)
     }
 
     /// The latest metadata this broker applied.
@@ -368,10 +379,17 @@ impl ReplicaManager {
     }
 
     async fn register(self: &Arc<Self>, broker: &Broker) {
+        // A running incarnation registering again lost nothing: it names itself. A new process
+        // names the epoch of its clean-shutdown marker, if it found one (KIP-966).
+        let previous_broker_epoch = match self.broker_epoch.load(Ordering::SeqCst) {
+            0 => self.previous_broker_epoch,
+            current => Some(current),
+        };
         let request = RegisterBrokerRequest {
             broker_id: self.settings.broker_id,
             address: self.settings.advertised_url.clone(),
             kafka_address: self.settings.kafka_address.clone(),
+            previous_broker_epoch,
         };
         loop {
             match self
@@ -628,7 +646,7 @@ impl ReplicaManager {
                     continue;
                 }
                 let replica = self.replica_for(&topic.name, pm.partition, log);
-                self.transition(&replica, pm);
+                self.transition(&replica, pm, self.hw_min_isr(&topic.configs));
             }
         }
     }
@@ -699,8 +717,26 @@ impl ReplicaManager {
         }
     }
 
+    /// The ISR size below which a leader of a topic with `configs` keeps its HW still: the
+    /// topic's `min.insync.replicas` with eligible leader replicas (KIP-966), else 0.
+    fn hw_min_isr(&self, configs: &BTreeMap<String, String>) -> usize {
+        if !self.settings.eligible_leader_replicas_enable {
+            return 0;
+        }
+        let min_isr = configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.trim().parse::<u16>().ok())
+            .unwrap_or(self.settings.min_insync_replicas);
+        usize::from(min_isr)
+    }
+
     /// Moves a replica to the role the metadata gives it (Kafka's makeLeader / makeFollower).
-    fn transition(self: &Arc<Self>, replica: &Arc<Replica>, pm: &PartitionMetadata) {
+    fn transition(
+        self: &Arc<Self>,
+        replica: &Arc<Replica>,
+        pm: &PartitionMetadata,
+        hw_min_isr: usize,
+    ) {
         let me = self.settings.broker_id;
         let mut role = replica.role();
         let same_epoch = role.leader_epoch == pm.leader_epoch;
@@ -719,7 +755,7 @@ impl ReplicaManager {
                         replica.publish(&log);
                     }
                 } else {
-                    self.become_leader(replica, &mut role, pm);
+                    self.become_leader(replica, &mut role, pm, hw_min_isr);
                 }
             }
             Some(leader) => {
@@ -742,7 +778,13 @@ impl ReplicaManager {
         }
     }
 
-    fn become_leader(&self, replica: &Arc<Replica>, role: &mut RoleState, pm: &PartitionMetadata) {
+    fn become_leader(
+        &self,
+        replica: &Arc<Replica>,
+        role: &mut RoleState,
+        pm: &PartitionMetadata,
+        hw_min_isr: usize,
+    ) {
         replica.stop_fetcher();
         let mut log = replica.log.lock();
         let log_end_offset = log.log.log_end_offset();
@@ -759,6 +801,13 @@ impl ReplicaManager {
             now_ms(),
         );
         state.bugs = self.settings.bugs;
+        // The deliberate bug that ignores min.insync.replicas ignores it here too, or the
+        // still HW would hide it (no acks=all answer at all below min ISR).
+        state.hw_min_isr = if self.settings.bugs.on(Bug::IgnoreMinInsync) {
+            0
+        } else {
+            hw_min_isr
+        };
         log.leader_epoch = pm.leader_epoch;
         log.replicas = pm.replicas.clone();
         log.isr = pm.isr.clone();

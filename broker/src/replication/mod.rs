@@ -51,6 +51,11 @@ pub struct ReplicationConfig {
     /// `tidewater.unsafe.serve.lagging.hw.enable`: pre-KIP-207, a new leader serves reads
     /// with a HW below its epoch start (consumers can see the HW go back).
     pub unsafe_serve_lagging_hw_enable: bool,
+    /// `min.insync.replicas`: the broker default (a topic's override wins).
+    pub min_insync_replicas: u16,
+    /// `eligible.leader.replicas.enable`: KIP-966 (no HW advance below min ISR, clean-shutdown
+    /// marker and previous broker epoch at registration).
+    pub eligible_leader_replicas_enable: bool,
     /// `tidewater.bug.*`: deliberate bugs (only in a `deliberate-bugs` build).
     pub bugs: crate::bugs::Bugs,
 }
@@ -76,6 +81,8 @@ impl ReplicationConfig {
             hw_checkpoint_interval_ms: config.replica_high_watermark_checkpoint_interval_ms.max(1),
             unsafe_truncate_to_hw_enable: config.unsafe_truncate_to_hw_enable,
             unsafe_serve_lagging_hw_enable: config.unsafe_serve_lagging_hw_enable,
+            min_insync_replicas: config.min_insync_replicas,
+            eligible_leader_replicas_enable: config.eligible_leader_replicas_enable,
             bugs: config.bugs,
         })
     }

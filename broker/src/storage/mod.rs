@@ -6,12 +6,14 @@
 //! - [`segment`]: one `.log` file of batches plus its sparse `.index`; scanning and truncation.
 //! - [`epoch`]: the leader-epoch cache and its `leader-epoch-checkpoint` file (KIP-101/KIP-279).
 //! - [`checkpoint`]: small checkpoint files replaced atomically.
+//! - [`clean_shutdown`]: the clean-shutdown marker that tells a restart from a crash (KIP-966).
 //! - [`log`]: [`Log`], a partition's segments, offsets, recovery, retention and truncation.
 //!
 //! `docs/storage.md` describes the on-disk format, the recovery rules and the retention rules.
 
 pub mod batch;
 pub mod checkpoint;
+pub mod clean_shutdown;
 pub mod epoch;
 mod log;
 pub mod segment;

@@ -133,6 +133,9 @@ fn default_remote_dir() -> String {
 fn default_binary() -> String {
     "/usr/local/bin/tidewater-broker".into()
 }
+fn default_lossyfs_binary() -> String {
+    "/usr/local/bin/tidewater-lossyfs".into()
+}
 fn default_unit() -> String {
     "tidewater-broker".into()
 }
@@ -230,6 +233,16 @@ pub struct SshSpec {
     /// Delete every node's data and log when the cluster is set up, so runs are independent.
     #[serde(default = "default_true")]
     pub wipe_on_setup: bool,
+    /// The lossy filesystem's binary on the hosts (`{node}` as in `remote_dir`):
+    /// `tidewater-lossyfs`, or `tidewater` itself (then its `lossyfs` subcommand is used).
+    /// Runs that cut power mount it over every node's `data` (`docs/ssh.md`, "Power loss").
+    #[serde(default = "default_lossyfs_binary")]
+    pub lossyfs_binary: String,
+    /// Mount a lossy filesystem over every node's `data` (backed by `data.durable` beside it)
+    /// for the run, so nodes can lose power. Set by the harness for runs that cut power (or
+    /// `--lossy-fs`), never read from the file.
+    #[serde(skip)]
+    pub lossy_fs: bool,
     /// The hosts: `c1` and `n1..nN`.
     #[serde(rename = "node")]
     pub nodes: Vec<SshNode>,
@@ -259,6 +272,8 @@ impl Default for SshSpec {
             command_timeout_s: default_command_timeout_s(),
             ssh_retries: default_ssh_retries(),
             wipe_on_setup: true,
+            lossyfs_binary: default_lossyfs_binary(),
+            lossy_fs: false,
             nodes: vec![],
         }
     }
@@ -437,6 +452,8 @@ struct Scripts<'a> {
     dir: String,
     /// This node's broker binary.
     binary: String,
+    /// This node's lossy filesystem binary.
+    lossyfs_binary: String,
     /// This node's settings file (systemd control).
     config_path: String,
     /// Whether privileged commands go through `sudo -n`.
@@ -464,6 +481,7 @@ impl<'a> Scripts<'a> {
             node: node.to_string(),
             dir: dir.replace("{node}", node),
             binary: spec.binary.replace("{node}", node),
+            lossyfs_binary: spec.lossyfs_binary.replace("{node}", node),
             config_path: spec.config_path.replace("{node}", node),
             sudo: host.and_then(|h| h.sudo).unwrap_or(spec.sudo),
             mode: match (spec.kind, spec.control) {
@@ -599,15 +617,102 @@ impl<'a> Scripts<'a> {
 
     fn wipe(&self) -> String {
         let data = quote(&self.data_dir());
+        if self.spec.lossy_fs {
+            // A mount point cannot be removed: empty it, and make the removal durable.
+            return self.sudo(&format!(
+                "find {data} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} + && \
+                 printf 'sync\\n' > {control}",
+                control = self.lossyfs_control()
+            ));
+        }
         self.sudo(&format!("rm -rf {data} && mkdir -p {data}"))
     }
 
-    /// Wipes the data and empties the log, so the logs collected after a run are its own.
+    /// Wipes the data (and a lossy filesystem's backing directory) and empties the log, so
+    /// the logs collected after a run are its own. Run with no lossy filesystem mounted.
     fn wipe_all(&self) -> String {
         let data = quote(&self.data_dir());
         self.sudo(&format!(
-            "rm -rf {data} && mkdir -p {data} && : > {log}",
+            "rm -rf {data} {durable} && mkdir -p {data} && : > {log}",
+            durable = quote(&self.durable_dir()),
             log = self.log_file()
+        ))
+    }
+
+    /// The lossy filesystem's backing directory: what the node made durable.
+    fn durable_dir(&self) -> String {
+        format!("{}/data.durable", self.dir)
+    }
+
+    fn lossyfs_pid_file(&self) -> String {
+        quote(&format!("{}/lossyfs.pid", self.dir))
+    }
+
+    fn lossyfs_control(&self) -> String {
+        quote(&format!(
+            "{}/{}",
+            self.data_dir(),
+            tidewater_lossyfs::CONTROL_FILE_NAME
+        ))
+    }
+
+    /// Mounts the lossy filesystem over `data` (backed by `data.durable`) as a process of
+    /// its own (setsid, like the broker in process control), then waits (bounded, 10 s)
+    /// until its control file answers. A mount already served is kept.
+    fn mount_lossyfs(&self) -> String {
+        let data = quote(&self.data_dir());
+        let durable = quote(&self.durable_dir());
+        let mut cmd = vec![quote(&self.lossyfs_binary)];
+        if Path::new(&self.lossyfs_binary).file_name() == Some("tidewater".as_ref()) {
+            cmd.push("lossyfs".into());
+        }
+        cmd.extend(["mount".into(), durable.clone(), data.clone()]);
+        self.sudo(&format!(
+            "if test -f {p} && kill -0 $(cat {p}) 2>/dev/null; then exit 0; fi; \
+             mkdir -p {data} {durable} && cd {dir} || exit 1; \
+             setsid {cmd} >> lossyfs.log 2>&1 < /dev/null & echo $! > {p}; \
+             i=0; until test -e {control}; do i=$((i+1)); \
+             if [ $i -gt 100 ] || ! kill -0 $(cat {p}) 2>/dev/null; then \
+             echo 'lossyfs did not mount:' >&2; tail -n 5 lossyfs.log >&2; exit 1; fi; \
+             sleep 0.1; done",
+            p = self.lossyfs_pid_file(),
+            dir = quote(&self.dir),
+            cmd = cmd.join(" "),
+            control = self.lossyfs_control()
+        ))
+    }
+
+    /// Cuts the power under a killed broker: every write it had not fsynced is lost (`torn`
+    /// keeps a seeded prefix of each file's last unsynced write, `docs/lossyfs.md`).
+    fn lose_unsynced(&self, torn_seed: Option<u64>) -> String {
+        let command = match torn_seed {
+            Some(seed) => format!("lose-unsynced torn {seed}"),
+            None => "lose-unsynced clean".to_string(),
+        };
+        self.sudo(&format!(
+            "printf '%s\\n' {} > {}",
+            quote(&command),
+            self.lossyfs_control()
+        ))
+    }
+
+    /// Unmounts the lossy filesystem, if this run's (or an earlier one's) is there: a sync
+    /// first, so the data directory stays as evidence, then SIGTERM (lossyfs unmounts and
+    /// exits; SIGKILL after 5 s), then a lazy unmount of a mount left without its process.
+    /// Only a `fuse.lossyfs` mount at `data` is touched. Run with the broker stopped.
+    fn unmount_lossyfs(&self) -> String {
+        let data = self.data_dir();
+        self.sudo(&format!(
+            "if test -f {p}; then pid=$(cat {p}); \
+             if kill -0 $pid 2>/dev/null; then printf 'sync\\n' 2>/dev/null > {control}; \
+             kill -TERM $pid; i=0; while kill -0 $pid 2>/dev/null; do i=$((i+1)); \
+             if [ $i -gt 50 ]; then kill -KILL $pid; break; fi; sleep 0.1; done; fi; \
+             rm -f {p}; fi; \
+             if grep -qF {mounted} /proc/mounts; then umount -l {quoted}; fi; true",
+            p = self.lossyfs_pid_file(),
+            control = self.lossyfs_control(),
+            mounted = quote(&format!(" {data} fuse.lossyfs ")),
+            quoted = quote(&data)
         ))
     }
 
@@ -663,6 +768,18 @@ impl<'a> Scripts<'a> {
                 .to_string(),
             free,
         ];
+        if self.spec.lossy_fs {
+            checks.push(
+                "test -c /dev/fuse || echo 'problem: /dev/fuse is missing (power loss mounts \
+                 a FUSE filesystem over the data directory; modprobe fuse)'"
+                    .to_string(),
+            );
+            checks.push(format!(
+                "test -x {b} || echo 'problem: {b} is not an executable (power loss needs \
+                 tidewater-lossyfs on every host; set lossyfs_binary in the cluster file)'",
+                b = quote(&self.lossyfs_binary)
+            ));
+        }
         if self.spec.kind == Kind::Kafka {
             checks.extend(self.kafka().preflight_checks());
             return self.preflight_script(&checks);
@@ -1153,13 +1270,15 @@ impl Inner {
         self.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
-    /// Stops every broker left running, clears the data and log, writes the settings.
+    /// Stops every broker left running, unmounts a lossy filesystem left mounted, clears the
+    /// data and log, writes the settings.
     fn prepare_hosts(&self) -> Result<()> {
         let results = on_each(&self.names(), |node| {
             let info = self.nodes.iter().find(|n| n.name == node).expect("a node");
             let scripts = self.scripts(node);
             let control = self.control(node);
             self.run(node, &control.stop())?;
+            self.run(node, &scripts.unmount_lossyfs())?;
             if self.spec.wipe_on_setup {
                 self.run(node, &control.wipe_all())?;
             }
@@ -1179,13 +1298,25 @@ impl Inner {
         first_error(results, "setup").map(|_| ())
     }
 
+    /// Mounts the lossy filesystem over every node's data directory (`SshSpec::lossy_fs`).
+    fn mount_lossy_filesystems(&self) -> Result<()> {
+        let results = on_each(&self.names(), |node| {
+            self.run(node, &self.scripts(node).mount_lossyfs())
+                .map(|_| ())
+        });
+        first_error(results, "mount the lossy filesystem").map(|_| ())
+    }
+
     fn teardown(&self) -> Result<()> {
         if self.torn_down.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
         let mut first_error = self.net.heal().err();
+        // Unmounted after the broker stopped (a busy mount would only detach).
         let stopped = on_each(&self.names(), |node| {
-            self.run(node, &self.control(node).stop()).map(|_| ())
+            self.run(node, &self.control(node).stop())?;
+            self.run(node, &self.scripts(node).unmount_lossyfs())
+                .map(|_| ())
         });
         for (node, result) in stopped {
             if let Err(e) = result {
@@ -1310,6 +1441,10 @@ impl SshCluster {
         let inner = Arc::new(inner);
         let weak: std::sync::Weak<dyn Teardown> = Arc::downgrade(&inner) as _;
         guard::register(weak);
+        if inner.spec.lossy_fs {
+            // Registered first, so a failed mount is unmounted by the teardown too.
+            inner.mount_lossy_filesystems()?;
+        }
         Ok(SshCluster { inner })
     }
 
@@ -1422,6 +1557,21 @@ impl Cluster for SshCluster {
         }
         self.inner
             .run(node, &self.inner.control(node).wipe())
+            .map(|_| ())
+    }
+
+    fn power_loss(&self, node: &str, torn_seed: Option<u64>) -> Result<()> {
+        self.node(node)?;
+        if !self.inner.spec.lossy_fs {
+            return Err(Error::Unsupported(format!(
+                "power-loss of {node}: its data directory is not on a lossy filesystem (run \
+                 with --lossy-fs)"
+            )));
+        }
+        // The broker must be gone before its unsynced writes are: a survivor would write on.
+        self.kill(node)?;
+        self.inner
+            .run(node, &self.inner.scripts(node).lose_unsynced(torn_seed))
             .map(|_| ())
     }
 
@@ -1607,6 +1757,82 @@ mod tests {
         assert!(log.iter().any(|(h, s, _)| h == "vagrant@192.168.56.12"
             && s.contains("SIGCONT")
             && s.contains("systemctl stop")));
+    }
+
+    #[test]
+    fn power_loss_mounts_lossyfs_kills_then_loses_and_teardown_unmounts() {
+        let remote = Arc::new(FakeRemote::default());
+        let c = cluster(remote.clone());
+        assert!(matches!(
+            c.power_loss("n1", None),
+            Err(Error::Unsupported(_))
+        ));
+        assert!(
+            !remote
+                .log
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(_, s, _)| s.contains("lossyfs mount")
+                    || s.contains("tidewater-lossyfs' mount")),
+            "nothing mounted without lossy_fs"
+        );
+
+        let mut spec: SshSpec = toml::from_str(SPEC).unwrap();
+        spec.lossy_fs = true;
+        spec.lossyfs_binary = "/opt/tw/{node}/tidewater".into();
+        let remote = Arc::new(FakeRemote::default());
+        let c = SshCluster::with_remote(spec, vec![], remote.clone()).unwrap();
+        let log = remote.log.lock().unwrap().clone();
+        let on_n1 = |what: &str| {
+            log.iter()
+                .position(|(h, s, _)| h == "n1" && s.contains(what))
+                .unwrap_or_else(|| panic!("no {what:?} on n1: {log:#?}"))
+        };
+        let mount = on_n1("lossyfs mount");
+        assert!(log[mount].1.contains(
+            "setsid /opt/tw/n1/tidewater lossyfs mount /var/lib/tidewater/data.durable \
+             /var/lib/tidewater/data"
+        ));
+        assert!(log[mount]
+            .1
+            .contains("test -e /var/lib/tidewater/data/.lossyfs-control"));
+        assert!(
+            on_n1("umount -l") < on_n1("rm -rf"),
+            "leftovers unmounted before the wipe"
+        );
+        assert!(on_n1("rm -rf") < mount, "mounted over the wiped data");
+        assert!(
+            log.iter().any(|(_, s, _)| s.contains("test -c /dev/fuse")),
+            "preflight checks FUSE"
+        );
+
+        remote.log.lock().unwrap().clear();
+        c.power_loss("n1", Some(7)).unwrap();
+        let log = remote.log.lock().unwrap().clone();
+        assert_eq!(log.len(), 2, "{log:#?}");
+        assert!(log[0].1.contains("SIGKILL"), "killed first: {log:#?}");
+        assert!(log[1].1.contains("lose-unsynced torn 7"), "{log:#?}");
+        assert!(log[1]
+            .1
+            .contains("> /var/lib/tidewater/data/.lossyfs-control"));
+
+        remote.log.lock().unwrap().clear();
+        c.teardown().unwrap();
+        let log = remote.log.lock().unwrap().clone();
+        let stop = log
+            .iter()
+            .position(|(h, s, _)| h == "n1" && s.contains("systemctl stop"))
+            .unwrap();
+        let unmount = log
+            .iter()
+            .position(|(h, s, _)| h == "n1" && s.contains("kill -TERM $pid"))
+            .unwrap();
+        assert!(stop < unmount, "unmounted once the broker stopped");
+        assert!(log[unmount]
+            .1
+            .contains(" /var/lib/tidewater/data fuse.lossyfs "));
+        assert!(log[unmount].1.contains("umount -l /var/lib/tidewater/data"));
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub fn requested_faults(config: &RunConfig) -> Vec<String> {
 
 /// Whether the run cuts nodes' power: its schedule (resolved here if the config does not hold
 /// it yet) has a `power-loss` step, or its `--nemesis` names the family or a kind of it. Such
-/// a run needs a lossy filesystem under the nodes' data (local clusters only).
+/// a run needs a lossy filesystem under the nodes' data (mounted by either backend).
 pub fn cuts_power(config: &RunConfig) -> bool {
     let named = config.plan.is_none() && config.nemesis.iter().any(|k| k.starts_with("power-loss"));
     if named {
