@@ -426,6 +426,13 @@ const ROUTES: &[(&str, Route)] = &[
         ),
     ),
     (
+        "eligible.leader.replicas.enable",
+        Route::Absent(
+            "Kafka turns KIP-966's eligible leader replicas on with the feature version \
+             eligible.leader.replicas.version (kafka-features.sh), not with a property",
+        ),
+    ),
+    (
         "tidewater.request.header.timeout.ms",
         Route::Absent("a bound of the companion broker's HTTP front door; Kafka has no HTTP"),
     ),
