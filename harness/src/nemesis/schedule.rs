@@ -895,6 +895,34 @@ mod tests {
     }
 
     #[test]
+    fn isr_cascade_kills_the_followers_then_the_leader_and_starts_the_stale_one_alone() {
+        let plan = plan(13, &[FaultKind::IsrCascade], 40.0);
+        let fault: Vec<(&str, String)> = plan.step[..7]
+            .iter()
+            .map(|s| {
+                let target = s.target.as_ref().map(Target::to_string).unwrap_or_default();
+                (s.action.name(), target)
+            })
+            .collect();
+        assert_eq!(
+            fault,
+            [
+                ("kill", "follower:t0/0".to_string()),
+                ("wait-for-isr-shrink", "@f0-stale".into()),
+                ("kill", "isr:t0/0 except leader:t0/0".into()),
+                ("wait-for-isr-shrink", "@f0-second".into()),
+                ("kill", "leader:t0/0".into()),
+                ("start", "@f0-stale".into()),
+                ("start", "@f0-second+@f0-last".into()),
+            ]
+        );
+        // The stale replica is alone for longer than the session timeout, so the dead ISR is
+        // fenced and an election could pick it before the others return.
+        let alone_s = plan.step[6].after_s.unwrap();
+        assert!((5.0..=8.0).contains(&alone_s), "alone for {alone_s} s");
+    }
+
+    #[test]
     fn leader_cut_cuts_the_controller_and_one_follower_only() {
         let plan = plan(5, &[FaultKind::LeaderCut], 30.0);
         let cut = &plan.step[0];
