@@ -808,6 +808,110 @@ async fn kip101_unsafe_truncation_to_hw_loses_the_acknowledged_write() {
     assert!(!values(&records).contains(&m.as_str()));
 }
 
+/// A follower with a divergent suffix, as KIP-101 and KIP-279 describe it: the old leader
+/// (`l`) appended `x1`, `x2` while it was the ISR's last member and its followers were down
+/// (acks=1), then died; the followers came back and one of them was elected (unclean election,
+/// the way a stale replica gets elected in practice) and took `y1`..`y3` at the same offsets.
+/// Then the old leader returns as a follower of the new one. Every step is decided by which
+/// processes are alive, so no fetch can race the scenario. Returns the cluster, the old and the
+/// new leader once the old one has caught up with the new leader's log end offset, and the
+/// values the new leader acknowledged.
+async fn divergent_follower_scenario(
+    keep_divergent_suffix: bool,
+) -> (Cluster, u64, u64, Vec<(u64, String)>) {
+    let bug = keep_divergent_suffix.to_string();
+    let mut settings = vec![("replica.lag.time.max.ms", "30000")];
+    if keep_divergent_suffix {
+        settings.push(("tidewater.bug.keep.divergent.suffix.enable", bug.as_str()));
+    }
+    let mut cluster = Cluster::start(3000, &settings).await;
+    cluster
+        .create_topic("t", 3, json!({"unclean.leader.election.enable": "true"}))
+        .await;
+    let old = cluster.partition("t", 0).await.unwrap()["leader"]
+        .as_u64()
+        .unwrap();
+    let followers: Vec<u64> = (1..=3).filter(|b| *b != old).collect();
+    assert_eq!(cluster.produce(old, "t", "a", "all").await, Ok(Some(0)));
+    for &f in &followers {
+        cluster.broker_mut(f).kill9();
+    }
+    cluster
+        .wait_for("the old leader alone in the ISR", |c| async move {
+            let p = c.partition("t", 0).await?;
+            (p["isr"] == json!([old])).then_some(())
+        })
+        .await;
+    for (i, value) in ["x1", "x2"].iter().enumerate() {
+        let offset = cluster.produce(old, "t", value, "1").await;
+        assert_eq!(
+            offset,
+            Ok(Some(i as u64 + 1)),
+            "{value} on the old leader only"
+        );
+    }
+    cluster.broker_mut(old).kill9();
+    for &f in &followers {
+        cluster.broker_mut(f).start();
+    }
+    let new = cluster
+        .wait_for("a follower elected (unclean)", |c| async move {
+            let leader = c.partition("t", 0).await?["leader"].as_u64()?;
+            (leader != old).then_some(leader)
+        })
+        .await;
+    let mut acked = vec![(0, "a".to_string())];
+    for value in ["y1", "y2", "y3"] {
+        let offset = cluster.produce(new, "t", value, "all").await;
+        acked.push((
+            offset.expect("the new leader takes writes").unwrap(),
+            value.into(),
+        ));
+    }
+    assert_eq!(
+        acked.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+        [0, 1, 2, 3],
+        "y1 and y2 take the offsets of x1 and x2"
+    );
+    cluster.broker_mut(old).start();
+    cluster
+        .wait_for(
+            "the old leader to follow and reach the log end",
+            |c| async move {
+                let status = c.replica_status(old, "t").await?;
+                let (_, _, leo) = c.local_log(old, "t").await?;
+                (status["role"] == "follower" && leo == 4).then_some(())
+            },
+        )
+        .await;
+    (cluster, old, new, acked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn divergent_follower_truncates_by_leader_epoch_and_matches_the_leader() {
+    let (cluster, old, new, acked) = divergent_follower_scenario(false).await;
+    let (old_log, _, _) = cluster.local_log(old, "t").await.unwrap();
+    let (new_log, _, _) = cluster.local_log(new, "t").await.unwrap();
+    assert_eq!(new_log, acked);
+    assert_eq!(old_log, new_log, "x1 and x2 truncated, y1..y3 fetched");
+}
+
+#[cfg(feature = "deliberate-bugs")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bug_keep_divergent_suffix_leaves_two_values_at_one_offset() {
+    let (cluster, old, new, acked) = divergent_follower_scenario(true).await;
+    let (old_log, _, _) = cluster.local_log(old, "t").await.unwrap();
+    let (new_log, _, _) = cluster.local_log(new, "t").await.unwrap();
+    assert_eq!(new_log, acked);
+    // Same length, different records: offsets 1 and 2 hold x1, x2 on the old leader and the
+    // acknowledged y1, y2 on the new one; electing the old leader would lose y1 and y2.
+    assert_eq!(
+        values(&old_log),
+        ["a", "x1", "x2", "y3"],
+        "the divergent suffix kept, fetched on from its log end"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_restart_keeps_topics_leaders_epochs_and_isrs() {
     let mut cluster = Cluster::start(5000, &[("replica.lag.time.max.ms", "3000")]).await;

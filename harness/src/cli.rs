@@ -78,8 +78,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub nodes: usize,
     /// Faults of the random schedule: a comma-separated list of families (kill, pause,
-    /// partition) and fault kinds (isolate-leader, leader-cut, failback, pause-leader,
-    /// kill-isr, rolling-restart, ...; see docs/nemesis.md), or none.
+    /// partition) and fault kinds (isolate-leader, leader-cut, failback, isr-cascade,
+    /// pause-leader, kill-isr, rolling-restart, ...; see docs/nemesis.md), or none.
     #[arg(long, value_name = "KINDS", default_value = "kill,pause,partition")]
     pub nemesis: String,
     /// Recovery gap between two faults of the random schedule, in seconds (drawn from 0.75 to

@@ -117,6 +117,13 @@ pub enum FaultKind {
     /// Restart every broker in turn (graceful stop, start), each after the key's ISR is full
     /// again, as an operator's rolling upgrade would.
     RollingRestart,
+    /// A cascade through the key's replicas, as in Jepsen's 2013 Kafka analysis: kill one
+    /// follower and let the ISR shrink, let the smaller ISR acknowledge writes the dead one
+    /// lacks, kill the other follower so the ISR shrinks to the leader alone, then kill the
+    /// leader and start the stale follower first, by itself, for a while before the rest.
+    /// Exposes an ISR below `min.insync.replicas` that still acknowledges, and an election of
+    /// an out-of-sync replica.
+    IsrCascade,
     /// Cut the leader's power (its unsynced writes are lost), boot it after a failover.
     PowerLossLeader,
     /// Cut one random broker's power.
@@ -142,9 +149,9 @@ const KINDS: &[KindInfo] = &[
         FaultKind::IsolateLeader,
         "isolate-leader",
         &[Fault::Partition],
-        4,
+        5,
     ),
-    kind(FaultKind::LeaderCut, "leader-cut", &[Fault::Partition], 3),
+    kind(FaultKind::LeaderCut, "leader-cut", &[Fault::Partition], 4),
     kind(
         FaultKind::Failback,
         "failback",
@@ -172,7 +179,7 @@ const KINDS: &[KindInfo] = &[
         &[Fault::Partition],
         1,
     ),
-    kind(FaultKind::PauseLeader, "pause-leader", &[Fault::Pause], 4),
+    kind(FaultKind::PauseLeader, "pause-leader", &[Fault::Pause], 3),
     kind(FaultKind::PauseOne, "pause-one", &[Fault::Pause], 1),
     kind(
         FaultKind::PauseController,
@@ -180,7 +187,7 @@ const KINDS: &[KindInfo] = &[
         &[Fault::Pause],
         1,
     ),
-    kind(FaultKind::KillLeader, "kill-leader", &[Fault::Kill], 3),
+    kind(FaultKind::KillLeader, "kill-leader", &[Fault::Kill], 2),
     kind(FaultKind::KillOne, "kill-one", &[Fault::Kill], 1),
     kind(FaultKind::KillMinority, "kill-minority", &[Fault::Kill], 1),
     kind(FaultKind::KillIsr, "kill-isr", &[Fault::Kill], 1),
@@ -190,6 +197,7 @@ const KINDS: &[KindInfo] = &[
         &[Fault::Kill],
         1,
     ),
+    kind(FaultKind::IsrCascade, "isr-cascade", &[Fault::Kill], 8),
     kind(
         FaultKind::PowerLossLeader,
         "power-loss-leader",
@@ -591,6 +599,7 @@ impl Draw<'_> {
                 self.node_fault(Action::Kill, Action::Start, target, bind, length)
             }
             FaultKind::RollingRestart => self.rolling_restart(rng, bind),
+            FaultKind::IsrCascade => self.isr_cascade(rng, bind),
             FaultKind::PowerLossLeader => {
                 let length = self.failover(rng, 1.0, 2.5);
                 self.node_fault(Action::PowerLoss, Action::Start, leader, bind, length)
@@ -624,6 +633,47 @@ impl Draw<'_> {
             after(led_again_s, step(Action::Start, Some(format!("@{others}")))),
         ];
         (steps, isolated_s + led_again_s)
+    }
+
+    /// Kill a follower, wait for the ISR to shrink, let the rest acknowledge for a while; kill
+    /// the other in-sync followers, wait again, let the leader alone take writes for a while;
+    /// kill the leader and start the first (stale) follower by itself; start the others after
+    /// the session timeout has fenced the dead ISR.
+    fn isr_cascade(&self, rng: &mut StdRng, bind: &str) -> (Vec<Step>, f64) {
+        let key = self.key;
+        // A second or two of writes is hundreds of records at the default rate: enough for
+        // the stale replica to lack, or for a leader alone to acknowledge.
+        let smaller_isr_s = self.failover(rng, 0.25, 0.75);
+        let leader_alone_s = self.failover(rng, 0.25, 0.75);
+        // The dead ISR is fenced a session timeout after the last kill; only then can an
+        // election (an unclean one) pick the stale replica, started 1 s after that kill.
+        let stale_alone_s = round(self.timeouts.session_s() * rng.gen_range(1.25..=2.0));
+        let stale = format!("{bind}-stale");
+        let second = format!("{bind}-second");
+        let last = format!("{bind}-last");
+        let steps = vec![
+            bound(Action::Kill, format!("follower:{key}"), &stale),
+            self.wait(Action::WaitForIsrShrink, Some(format!("@{stale}"))),
+            after(
+                smaller_isr_s,
+                bound(
+                    Action::Kill,
+                    format!("isr:{key} except leader:{key}"),
+                    &second,
+                ),
+            ),
+            self.wait(Action::WaitForIsrShrink, Some(format!("@{second}"))),
+            after(
+                leader_alone_s,
+                bound(Action::Kill, format!("leader:{key}"), &last),
+            ),
+            after(1.0, step(Action::Start, Some(format!("@{stale}")))),
+            after(
+                stale_alone_s,
+                step(Action::Start, Some(format!("@{second}+@{last}"))),
+            ),
+        ];
+        (steps, smaller_isr_s + leader_alone_s + 1.0 + stale_alone_s)
     }
 
     /// Restart every broker in a seeded order, each once the key's ISR is full again.
@@ -778,6 +828,49 @@ mod tests {
         assert!(count("isolate-leader") > 2 * count("halves"), "{drawn:?}");
     }
 
+    /// Each fault's kind and its nominal start and end in seconds (waits counted as
+    /// instant), from the chained `after_s` of the steps.
+    fn fault_times(plan: &FaultPlan) -> Vec<(String, f64, f64)> {
+        let mut faults: Vec<(String, f64, f64)> = vec![];
+        let mut now_s = 0.0;
+        for s in &plan.step {
+            now_s += s.after_s.unwrap_or(0.0);
+            match s.note.as_deref().and_then(|n| n.split_once(": ")) {
+                Some((_, kind)) => faults.push((kind.to_string(), now_s, now_s)),
+                None => {
+                    faults
+                        .last_mut()
+                        .expect("a fault's first step has a note")
+                        .2 = now_s
+                }
+            }
+        }
+        faults
+    }
+
+    #[test]
+    fn a_default_minute_usually_holds_a_whole_isr_cascade() {
+        // The default run: `tidewater run --time-limit 60` on three brokers. The cascade is
+        // the only kind that shrinks the ISR below min.insync.replicas while the leader
+        // takes writes and then elects nothing but a stale replica, so most runs should hold
+        // one that ends before the time limit.
+        let three: Vec<String> = ["c1", "n1", "n2", "n3"].map(String::from).to_vec();
+        let kinds = parse_faults("kill,pause,partition").unwrap();
+        let seeds = 400;
+        let with_cascade = (1..=seeds)
+            .filter(|seed| {
+                let p = random_plan(*seed, &kinds, 5.0, 60.0, &three, "t0/0", timeouts());
+                fault_times(&p.unwrap())
+                    .iter()
+                    .any(|(kind, _, end_s)| kind == "isr-cascade" && *end_s <= 60.0)
+            })
+            .count();
+        assert!(
+            with_cascade as u64 * 2 >= seeds,
+            "{with_cascade} of {seeds}"
+        );
+    }
+
     #[test]
     fn failback_fails_back_to_the_isolated_leader() {
         let plan = plan(11, &[FaultKind::Failback], 60.0);
@@ -799,6 +892,34 @@ mod tests {
                 ("start", "@f0-others".into()),
             ]
         );
+    }
+
+    #[test]
+    fn isr_cascade_kills_the_followers_then_the_leader_and_starts_the_stale_one_alone() {
+        let plan = plan(13, &[FaultKind::IsrCascade], 40.0);
+        let fault: Vec<(&str, String)> = plan.step[..7]
+            .iter()
+            .map(|s| {
+                let target = s.target.as_ref().map(Target::to_string).unwrap_or_default();
+                (s.action.name(), target)
+            })
+            .collect();
+        assert_eq!(
+            fault,
+            [
+                ("kill", "follower:t0/0".to_string()),
+                ("wait-for-isr-shrink", "@f0-stale".into()),
+                ("kill", "isr:t0/0 except leader:t0/0".into()),
+                ("wait-for-isr-shrink", "@f0-second".into()),
+                ("kill", "leader:t0/0".into()),
+                ("start", "@f0-stale".into()),
+                ("start", "@f0-second+@f0-last".into()),
+            ]
+        );
+        // The stale replica is alone for longer than the session timeout, so the dead ISR is
+        // fenced and an election could pick it before the others return.
+        let alone_s = plan.step[6].after_s.unwrap();
+        assert!((5.0..=8.0).contains(&alone_s), "alone for {alone_s} s");
     }
 
     #[test]
