@@ -77,6 +77,26 @@ pub fn binary_to_install(spec: &SshSpec) -> Result<Option<PathBuf>> {
     }
 }
 
+/// The local `tidewater-lossyfs` a run copies to the hosts with the broker binary: only when
+/// the file installs a binary (`broker`) and the run cuts power, and not when the hosts serve
+/// the filesystem as `tidewater lossyfs`. It is the one beside `broker` (as `cargo build
+/// --release --bins` leaves them), else the one beside this executable; without either, the
+/// hosts' own copy is used and the preflight checks it.
+pub fn lossyfs_to_install(spec: &SshSpec, broker: Option<&Path>) -> Option<PathBuf> {
+    let broker = broker?;
+    let remote_name = Path::new(&spec.lossyfs_binary).file_name();
+    if !spec.lossy_fs || remote_name == Some("tidewater".as_ref()) {
+        return None;
+    }
+    let exe = std::env::current_exe().ok();
+    let found = [broker.parent(), exe.as_deref().and_then(Path::parent)]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join("tidewater-lossyfs"))
+        .find(|path| path.is_file());
+    found
+}
+
 /// Opens the cluster of a cluster file for a run with broker `settings` (Kafka names): checks
 /// every host (one error listing every unreachable host or missing prerequisite, within
 /// `connect_timeout_s`), stops what an earlier run left, wipes data and logs, installs the
@@ -110,12 +130,22 @@ fn open_spec(
     }
     // Find or build the binary before touching any host, so a build failure changes nothing.
     let binary = binary_to_install(&spec)?;
+    let mut spec = spec;
+    spec.install_lossyfs = lossyfs_to_install(&spec, binary.as_deref());
+    let lossyfs = spec.install_lossyfs.clone();
     let cluster = SshCluster::create(spec, settings)?;
     if let Some(binary) = binary {
         let copied = cluster.install_binary(&binary)?;
         tracing::info!(
             "broker binary {} installed on {copied:?} (the other hosts had it)",
             binary.display()
+        );
+    }
+    if let Some(lossyfs) = lossyfs {
+        let copied = cluster.install_lossyfs(&lossyfs)?;
+        tracing::info!(
+            "lossy filesystem {} installed on {copied:?} (the other hosts had it)",
+            lossyfs.display()
         );
     }
     cluster.start_all()?;
@@ -199,6 +229,32 @@ mod tests {
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
         path
+    }
+
+    #[test]
+    fn power_loss_runs_install_the_lossy_filesystem_found_beside_the_broker() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = write(dir.path(), "tidewater-broker", "broker");
+        let lossyfs = write(dir.path(), "tidewater-lossyfs", "lossyfs");
+        let mut spec = SshSpec {
+            lossy_fs: true,
+            ..SshSpec::default()
+        };
+        assert_eq!(lossyfs_to_install(&spec, Some(&broker)), Some(lossyfs));
+        assert_eq!(lossyfs_to_install(&spec, None), None, "nothing installed");
+        spec.lossyfs_binary = "/usr/local/bin/tidewater".into();
+        assert_eq!(
+            lossyfs_to_install(&spec, Some(&broker)),
+            None,
+            "the hosts serve it as `tidewater lossyfs`"
+        );
+        spec.lossyfs_binary = SshSpec::default().lossyfs_binary;
+        spec.lossy_fs = false;
+        assert_eq!(
+            lossyfs_to_install(&spec, Some(&broker)),
+            None,
+            "no power cut"
+        );
     }
 
     const NODES: &str = r#"

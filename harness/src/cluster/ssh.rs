@@ -209,7 +209,9 @@ pub struct SshSpec {
     pub binary: String,
     /// A broker binary on this machine to copy to every host's `binary` before the run (only
     /// where the content differs); `"auto"` means the harness's own (`TIDEWATER_BROKER_BIN`, or
-    /// the one next to `tidewater`, or built with cargo). Unset: use what the hosts have.
+    /// the one next to `tidewater`, or built with cargo). Unset: use what the hosts have. A run
+    /// that cuts power then copies the `tidewater-lossyfs` beside it too
+    /// ([`SshSpec::install_lossyfs`]).
     #[serde(default)]
     pub install_binary: Option<String>,
     /// The systemd unit (systemd control).
@@ -243,6 +245,11 @@ pub struct SshSpec {
     /// `--lossy-fs`), never read from the file.
     #[serde(skip)]
     pub lossy_fs: bool,
+    /// A local `tidewater-lossyfs` to copy to `lossyfs_binary` on every host where it differs
+    /// (set by the harness when `install_binary` is set and the run cuts power, so the
+    /// filesystem stays as new as the broker; never read from the file).
+    #[serde(skip)]
+    pub install_lossyfs: Option<PathBuf>,
     /// The hosts: `c1` and `n1..nN`.
     #[serde(rename = "node")]
     pub nodes: Vec<SshNode>,
@@ -274,6 +281,7 @@ impl Default for SshSpec {
             wipe_on_setup: true,
             lossyfs_binary: default_lossyfs_binary(),
             lossy_fs: false,
+            install_lossyfs: None,
             nodes: vec![],
         }
     }
@@ -774,11 +782,13 @@ impl<'a> Scripts<'a> {
                  a FUSE filesystem over the data directory; modprobe fuse)'"
                     .to_string(),
             );
-            checks.push(format!(
-                "test -x {b} || echo 'problem: {b} is not an executable (power loss needs \
-                 tidewater-lossyfs on every host; set lossyfs_binary in the cluster file)'",
-                b = quote(&self.lossyfs_binary)
-            ));
+            if self.spec.install_lossyfs.is_none() {
+                checks.push(format!(
+                    "test -x {b} || echo 'problem: {b} is not an executable (power loss needs \
+                     tidewater-lossyfs on every host; set lossyfs_binary in the cluster file)'",
+                    b = quote(&self.lossyfs_binary)
+                ));
+            }
         }
         if self.spec.kind == Kind::Kafka {
             checks.extend(self.kafka().preflight_checks());
@@ -825,19 +835,20 @@ impl<'a> Scripts<'a> {
         )
     }
 
-    /// Prints the sha256 of the installed binary (nothing if there is none).
-    fn binary_digest(&self) -> String {
+    /// Prints the sha256 of the installed file at `path` (nothing if there is none).
+    fn file_digest(&self, path: &str) -> String {
         self.sudo(&format!(
             "sha256sum {} 2>/dev/null | cut -d' ' -f1; true",
-            quote(&self.binary)
+            quote(path)
         ))
     }
 
-    /// Replaces the binary with stdin, atomically (a reader never sees half a file; hosts that
-    /// share a file system may upload at the same time, hence the per-shell temporary name).
-    fn install_binary(&self) -> String {
-        let bin = quote(&self.binary);
-        let dir = Path::new(&self.binary)
+    /// Replaces the executable at `path` with stdin, atomically (a reader never sees half a
+    /// file; hosts that share a file system may upload at the same time, hence the per-shell
+    /// temporary name).
+    fn install_file(&self, path: &str) -> String {
+        let bin = quote(path);
+        let dir = Path::new(path)
             .parent()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| ".".into());
@@ -1466,23 +1477,39 @@ impl SshCluster {
     /// Copies `local` to every host's `binary`, on all hosts at once, skipping hosts whose
     /// binary already has the same sha256. Returns the nodes that received a copy.
     pub fn install_binary(&self, local: &Path) -> Result<Vec<String>> {
+        self.install(local, "install the broker binary", |s| s.binary.clone())
+    }
+
+    /// Copies `local` (a `tidewater-lossyfs`) to every host's `lossyfs_binary` where its
+    /// sha256 differs; returns the nodes it was copied to.
+    pub fn install_lossyfs(&self, local: &Path) -> Result<Vec<String>> {
+        self.install(local, "install the lossy filesystem", |s| {
+            s.lossyfs_binary.clone()
+        })
+    }
+
+    /// Copies `local` to the path `remote_path` picks for each node, where the digests differ.
+    fn install(
+        &self,
+        local: &Path,
+        what: &str,
+        remote_path: impl Fn(&Scripts) -> String + Sync,
+    ) -> Result<Vec<String>> {
         let digest = local_digest(local)?;
         let results = on_each(&self.inner.names(), |node| {
             let scripts = self.inner.scripts(node);
-            let remote_digest = self.inner.run(node, &scripts.binary_digest())?;
+            let path = remote_path(&scripts);
+            let remote_digest = self.inner.run(node, &scripts.file_digest(&path))?;
             if remote_digest.trim() == digest {
                 return Ok(None);
             }
             let host = self.inner.host(node)?;
             self.inner
                 .remote
-                .upload(host, &scripts.install_binary(), local)?;
+                .upload(host, &scripts.install_file(&path), local)?;
             Ok(Some(node.to_string()))
         });
-        Ok(first_error(results, "install the broker binary")?
-            .into_iter()
-            .flatten()
-            .collect())
+        Ok(first_error(results, what)?.into_iter().flatten().collect())
     }
 
     /// Starts every node that is not running, controller first.
@@ -2032,6 +2059,52 @@ mod tests {
         assert!(upload.1.contains(
             "mv -f /usr/local/bin/tidewater-broker.tw-new.$$ /usr/local/bin/tidewater-broker"
         ));
+    }
+
+    #[test]
+    fn the_lossy_filesystem_is_installed_at_lossyfs_binary_and_not_asked_of_the_preflight() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("tidewater-lossyfs");
+        std::fs::write(&local, b"lossyfs v2").unwrap();
+        let remote = Arc::new(FakeRemote::default());
+        let mut spec: SshSpec = toml::from_str(SPEC).unwrap();
+        spec.lossy_fs = true;
+        spec.lossyfs_binary = "/opt/tw/{node}/lossyfs".into();
+        spec.install_lossyfs = Some(local.clone());
+        let c = SshCluster::with_remote(spec, vec![], remote.clone()).unwrap();
+        let mut installed = c.install_lossyfs(&local).unwrap();
+        installed.sort();
+        assert_eq!(installed, ["c1", "n1", "n2"]);
+        let log = remote.log.lock().unwrap();
+        let preflight = &log[0].1;
+        assert!(preflight.contains("/dev/fuse"), "{preflight}");
+        assert!(
+            !preflight.contains("is not an executable (power loss"),
+            "what is about to be installed is not checked: {preflight}"
+        );
+        let upload = log
+            .iter()
+            .find(|(h, s, _)| h == "n1" && s.contains(".tw-new."))
+            .expect("an upload to n1");
+        assert_eq!(upload.2, "lossyfs v2");
+        assert!(
+            upload
+                .1
+                .contains("mv -f /opt/tw/n1/lossyfs.tw-new.$$ /opt/tw/n1/lossyfs"),
+            "{}",
+            upload.1
+        );
+        // Without the install, the preflight asks each host for its own copy.
+        let remote = Arc::new(FakeRemote::default());
+        let mut spec: SshSpec = toml::from_str(SPEC).unwrap();
+        spec.lossy_fs = true;
+        SshCluster::with_remote(spec, vec![], remote.clone()).unwrap();
+        let log = remote.log.lock().unwrap();
+        assert!(
+            log[0].1.contains("tidewater-lossyfs is not an executable"),
+            "{}",
+            log[0].1
+        );
     }
 
     #[test]
