@@ -264,8 +264,23 @@ const COMMIT_CERTAIN_ERRORS: &[&str] = &[
     "INVALID_TOPIC_EXCEPTION",
 ];
 
+/// Whether a failed call to a group's coordinator is retried at a coordinator looked up anew:
+/// when it could not be reached or answered that it no longer coordinates the group. After a
+/// timeout or a broken connection the call may have taken effect, so it is not retried, but
+/// the coordinator is forgotten (`forget`) and the next call looks it up again.
+pub(crate) fn coordinator_moved(cause: &ErrorCause, forget: impl FnOnce()) -> bool {
+    match cause {
+        ErrorCause::Connect | ErrorCause::NoLeader => true,
+        ErrorCause::Broker { name, .. } => COORDINATOR_MOVED.contains(&name.as_str()),
+        ErrorCause::Timeout | ErrorCause::Transport => {
+            forget();
+            false
+        }
+    }
+}
+
 /// Errors after which asking for the coordinator again may help.
-pub(crate) const COORDINATOR_MOVED: &[&str] = &[
+const COORDINATOR_MOVED: &[&str] = &[
     "NOT_COORDINATOR",
     "COORDINATOR_NOT_AVAILABLE",
     "COORDINATOR_LOAD_IN_PROGRESS",
@@ -425,17 +440,11 @@ impl HttpGroupClient {
                 }
                 Err(e) => Err(e),
             };
-            let moved = match &result {
-                Err(e) => match &e.cause {
-                    ErrorCause::Connect | ErrorCause::NoLeader => true,
-                    ErrorCause::Broker { name, .. } => COORDINATOR_MOVED.contains(&name.as_str()),
-                    ErrorCause::Timeout | ErrorCause::Transport => {
-                        self.coordinators.lock().expect("lock").remove(group);
-                        false
-                    }
-                },
-                Ok(_) => false,
-            };
+            let moved = result.as_ref().err().is_some_and(|e| {
+                coordinator_moved(&e.cause, || {
+                    self.coordinators.lock().expect("lock").remove(group);
+                })
+            });
             if !moved || tries >= self.retries {
                 return result;
             }

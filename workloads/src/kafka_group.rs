@@ -33,7 +33,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
 use crate::client::{split_key, ClientError, ErrorCause, Outcome};
 use crate::group::{
-    certain, commit_outcome, GroupClient, GroupSettings, Joined, COORDINATOR_MOVED,
+    certain, commit_outcome, coordinator_moved, GroupClient, GroupSettings, Joined,
 };
 use crate::history::Key;
 use crate::kafka::screaming_snake;
@@ -216,17 +216,11 @@ impl KafkaGroupClient {
                     }),
                 Err(e) => Err(e),
             };
-            let moved = match &result {
-                Err(e) => match &e.cause {
-                    ErrorCause::Connect | ErrorCause::NoLeader => true,
-                    ErrorCause::Broker { name, .. } => COORDINATOR_MOVED.contains(&name.as_str()),
-                    ErrorCause::Timeout | ErrorCause::Transport => {
-                        self.coordinators.lock().expect("lock").remove(group);
-                        false
-                    }
-                },
-                Ok(_) => false,
-            };
+            let moved = result.as_ref().err().is_some_and(|e| {
+                coordinator_moved(&e.cause, || {
+                    self.coordinators.lock().expect("lock").remove(group);
+                })
+            });
             if !moved || tries >= self.retries {
                 return result;
             }
