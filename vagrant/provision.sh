@@ -65,12 +65,12 @@ else
 fi
 
 # Power loss (the nightly's power-loss-leader cells) mounts lossyfs over the data directory:
-# it needs /dev/fuse and the binary (the harness does not copy this one).
+# it needs /dev/fuse and the binary (a run with install_binary copies a newer one itself).
 modprobe fuse 2>/dev/null || true
 if [ -x "${lossyfs_src}" ]; then
   install -m 0755 "${lossyfs_src}" "${lossyfs_dst}"
 else
-  echo "provision: ${lossyfs_src} is missing (build it with 'cargo build --release -p tidewater-lossyfs'); runs that cut power will fail their preflight on this node" >&2
+  echo "provision: ${lossyfs_src} is missing (build it with 'cargo build --release -p tidewater-lossyfs'); runs that cut power need it here, or install_binary in the cluster file with it built on the host" >&2
 fi
 
 install -d -m 0755 "${data_dir}" "${config_dir}"
