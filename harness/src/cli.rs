@@ -237,8 +237,8 @@ Examples:
   tidewater detect --bugs ack.before.replication --plans none --seeds 1 --time-limit 30
   tidewater detect --seeds 3   # every bug and none x random seeds 1..3 and every shipped plan
 
-Every run: acks=all, min.insync.replicas=2, unclean.leader.election.enable=false, plus the
-bug's tidewater.bug.NAME.enable=true. Without --broker-bin the broker is built with the cargo
+Every run: acks=all, min.insync.replicas=2, unclean.leader.election.enable=false (and
+flush.messages=1 under power-loss-cluster), plus the bug's tidewater.bug.NAME.enable=true. Without --broker-bin the broker is built with the cargo
 feature deliberate-bugs. Exit codes: 0 the table was written, 3 bad flags, 5 harness error.")]
 pub struct DetectArgs {
     /// Bugs to run, comma-separated short names (see docs/detection.md); the unmodified broker

@@ -21,6 +21,11 @@ pub const SAFE_SETTINGS: [(&str, &str); 2] = [
     ("min.insync.replicas", "2"),
     ("unclean.leader.election.enable", "false"),
 ];
+/// Plans that cut the power of every broker at once, run with `flush.messages=1` on top of
+/// [`SAFE_SETTINGS`]: with Kafka's default (no fsync per append) such a power cut takes
+/// acknowledged records from a correct broker too, which its promise allows, so the column
+/// could tell no bug apart. With every append fsynced a correct broker loses nothing there.
+pub const FLUSHED_PLANS: [&str; 1] = ["power-loss-cluster"];
 /// The deliberate bugs of `broker/src/bugs.rs` (`Bug::ALL`, short names), the default rows. The
 /// harness reaches the broker only as a process, so the list is repeated here; a name the
 /// broker does not know is refused by its own schema before the first run.
@@ -72,12 +77,21 @@ impl Cell {
         (self.bug != NO_BUG).then(|| format!("tidewater.bug.{}.enable", self.bug))
     }
 
-    /// Every `--set` of this cell's run: the safe settings and the bug's switch.
+    /// Every `--set` of this cell's run: the safe settings (with `flush.messages=1` under
+    /// [`FLUSHED_PLANS`]) and the bug's switch.
     pub fn sets(&self) -> BTreeMap<String, String> {
         let mut sets: BTreeMap<String, String> = SAFE_SETTINGS
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        if self
+            .column
+            .plan
+            .as_deref()
+            .is_some_and(|plan| FLUSHED_PLANS.contains(&plan))
+        {
+            sets.insert("flush.messages".into(), "1".into());
+        }
         if let Some(setting) = self.bug_setting() {
             sets.insert(setting, "true".into());
         }
@@ -248,7 +262,8 @@ impl DetectionTable {
     pub fn render_markdown(&self) -> String {
         let mut out = String::new();
         out.push_str(&format!(
-            "Settings of every run: acks=all, min.insync.replicas=2, unclean.leader.election.enable=false, --time-limit {}. \
+            "Settings of every run: acks=all, min.insync.replicas=2, unclean.leader.election.enable=false, --time-limit {}; \
+             `power-loss-cluster` also flush.messages=1 (a power cut of every broker takes unsynced writes from a correct broker too). \
              A cell is **CAUGHT** when the history is invalid (the invalidating anomalies with their counts, and `stats.lost_acknowledged`), \
              `-` when the run was valid, `unknown` when it could not tell, `error` when it ended without a verdict, and empty when it did not run.\n\n",
             self.time_limit_s
@@ -412,6 +427,28 @@ mod tests {
             column: cell.column,
         };
         assert_eq!(none.sets().len(), 2, "the unmodified broker gets no switch");
+        let flushed = Cell {
+            bug: "hw.max.of.isr".into(),
+            column: Column {
+                plan: Some("power-loss-cluster".into()),
+                seed: 1,
+            },
+        };
+        let sets = flushed.sets();
+        assert_eq!(sets["flush.messages"], "1");
+        assert_eq!(sets["tidewater.bug.hw.max.of.isr.enable"], "true");
+        assert_eq!(sets.len(), 4);
+        let leader = Cell {
+            column: Column {
+                plan: Some("power-loss-leader".into()),
+                seed: 1,
+            },
+            ..flushed
+        };
+        assert!(
+            !leader.sets().contains_key("flush.messages"),
+            "a lone leader's power loss is survived by KIP-966, not by fsync"
+        );
     }
 
     #[test]
