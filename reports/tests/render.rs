@@ -175,6 +175,10 @@ fn report_of_a_run_without_results_or_samples_still_renders_every_plot() {
             "{plot}"
         );
     }
+    assert!(
+        !figure(&html, "plot-isr").contains("sampled every"),
+        "no sampling interval is claimed without samples"
+    );
 }
 
 #[test]

@@ -136,19 +136,24 @@ pub(super) fn isr_figure(ctx: &Ctx, bands: &BandNote) -> Result<String, ReportEr
         points: Vec::new(),
     })?;
     let note = no_samples_note(ctx);
+    // No interval without two samples: say nothing rather than "every 0.0 s".
+    let sampled = if replicas.interval_ns > 0 {
+        format!(", sampled every {:.1} s", replicas.interval_ns as f64 / 1e9)
+    } else {
+        String::new()
+    };
     Ok(super::figure(
         "plot-isr",
         "ISR size per partition over time",
         &svg,
         &(legend_lines(&entries) + &bands.legend(Vec::new())),
         &format!(
-            "Size of each partition's ISR as its leader reported it (the brokers' status routes, \
-             sampled every {:.1} s). The line stops where no leader answered: those periods are \
+            "Size of each partition's ISR as its leader reported it (the brokers' status \
+             routes{sampled}). The line stops where no leader answered: those periods are \
              drawn as thick red bars at zero ({offline_count} in all), because a partition \
              without a leader is offline, whatever its last ISR was. Below min.insync.replicas, \
              acks=all sends fail with NOT_ENOUGH_REPLICAS; with acks=1 it is when an unclean or \
              truncating failover can lose acknowledged writes.{note}{} {}",
-            replicas.interval_ns as f64 / 1e9,
             omitted_note(keys.len(), total),
             bands.text
         ),
