@@ -567,6 +567,12 @@ async fn paused_follower_leaves_and_rejoins_isr_and_min_isr_gates_acks_all() {
             (c.partition("t", 0).await?["isr"] == json!([1, 2, 3])).then_some(())
         })
         .await;
+    // The controller shows the new ISR before the leader has read its AlterPartition answer.
+    cluster
+        .wait_for("the leader to count the expansion", |c| async move {
+            (c.metric(1, "isr_expands_total").await >= 1).then_some(())
+        })
+        .await;
     assert!(cluster.metric(1, "isr_expands_total").await >= 1);
     assert_eq!(cluster.metric(1, "under_replicated_partitions").await, 0);
     cluster
