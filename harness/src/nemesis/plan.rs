@@ -265,12 +265,13 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
-/// A time in seconds as a reader wants it: `75`, `0.5`, or `1e300` rather than 301 digits.
-fn seconds_text(s: f64) -> String {
-    if s.abs() < 1e9 {
-        format!("{s}")
+/// A number as a reader wants it in a message: `75`, `0.5`, or `1e300` and `1e-300` rather
+/// than three hundred digits.
+pub fn number_text(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-6..1e9).contains(&x.abs()) {
+        format!("{x}")
     } else {
-        format!("{s:e}")
+        format!("{x:e}")
     }
 }
 
@@ -340,7 +341,7 @@ impl FaultPlan {
                 if let Some(v) = v.filter(|v| *v > STEP_TIME_MAX_S) {
                     return Err(at(format!(
                         "{field} = {} is beyond the longest run ({STEP_TIME_MAX_S} s)",
-                        seconds_text(v)
+                        number_text(v)
                     )));
                 }
             }
@@ -427,7 +428,7 @@ impl FaultPlan {
                 "no step can run within --time-limit {time_limit_s}: step 1 ({}) starts at {} s \
                  at the earliest, and the run would inject nothing",
                 self.step[0].action.name(),
-                seconds_text(*start_s)
+                number_text(*start_s)
             ))),
             _ => Ok(()),
         }
