@@ -349,6 +349,12 @@ impl RunArgs {
             let mut config =
                 RunConfig::load(&RunDir::open(dir).map_err(|e| e.to_string())?.config())?;
             config.replay_of = Some(dir.display().to_string());
+            // A config.json edited by hand (or by an older harness) meets the same checks as
+            // flags do, its stored plan included, before anything is made.
+            config.validate()?;
+            if !config.schedule.is_null() {
+                runner::faults::stored_plan(&config)?;
+            }
             return Ok(config);
         }
         let config = RunConfig {
@@ -1548,7 +1554,8 @@ acks = ["1", "all"]
         let dir = tempfile::tempdir().unwrap();
         let mut stored = crate::runner::config::example();
         stored.seed = 987;
-        stored.schedule = serde_json::json!([{"at_s": 3, "action": "kill"}]);
+        stored.schedule =
+            serde_json::json!({"step": [{"at_s": 3, "action": "kill", "target": "n2"}]});
         stored.save(&dir.path().join("config.json")).unwrap();
         let path = dir.path().to_str().unwrap();
         let cli =
@@ -1560,6 +1567,32 @@ acks = ["1", "all"]
         assert_eq!(c.seed, 987);
         assert_eq!(c.schedule, stored.schedule);
         assert_eq!(c.replay_of.as_deref(), Some(path));
+    }
+
+    #[test]
+    fn a_replay_checks_the_stored_settings_and_plan_as_flags_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_str().unwrap();
+        let replay = || {
+            let cli = Cli::try_parse_from(["tidewater", "run", "--replay", path]).unwrap();
+            let Command::Run(args) = cli.command else {
+                panic!("expected run")
+            };
+            args.to_config()
+        };
+        let mut stored = crate::runner::config::example();
+        stored.schedule = serde_json::json!({"step": [{"at_s": 1e300, "action": "heal"}]});
+        stored.save(&dir.path().join("config.json")).unwrap();
+        assert!(replay()
+            .unwrap_err()
+            .contains("step 1 (heal): at_s = 1e300"));
+        stored.schedule = serde_json::json!({"step": [{"at_s": 3, "action": "heal"}]});
+        stored.rate = -5.0;
+        stored.save(&dir.path().join("config.json")).unwrap();
+        assert!(replay().unwrap_err().contains("--rate -5 must be 0"));
+        stored.rate = 5.0;
+        stored.save(&dir.path().join("config.json")).unwrap();
+        assert_eq!(replay().unwrap().rate, 5.0);
     }
 
     #[test]
