@@ -3,7 +3,7 @@
 //!
 //! Exit codes: 0 valid, 1 invalid, 2 unknown, 3 setup failed, 4 the cluster did not recover
 //! after heal (liveness), 5 other harness errors; clap's usage errors exit with 2 as well,
-//! with a message that names the bad flag.
+//! with a message that names the bad flag, except a value that does not parse (3).
 
 use crate::matrix::MatrixFile;
 use crate::progress::Progress;
@@ -70,6 +70,8 @@ Examples:
   tidewater run --replay store/latest
 
 Exit codes: 0 valid, 1 invalid, 2 unknown, 3 setup failed, 4 no recovery after heal, 5 harness error.")]
+// `--time-limit -1` is a bad value to refuse, not a flag named `-1`.
+#[command(allow_negative_numbers = true)]
 pub struct RunArgs {
     /// Length of the main phase (workload and faults), in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
@@ -180,7 +182,8 @@ pub struct CheckArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Exit codes: 0 every expectation held, 1 an expectation failed, \
-2 runs errored, 3 a bad matrix file."
+2 runs errored, 3 a bad matrix file.",
+    allow_negative_numbers = true
 )]
 pub struct MatrixArgs {
     /// The matrix file (TOML).
@@ -240,6 +243,7 @@ Examples:
 Every run: acks=all, min.insync.replicas=2, unclean.leader.election.enable=false (and
 flush.messages=1 under power-loss-cluster), plus the bug's tidewater.bug.NAME.enable=true. Without --broker-bin the broker is built with the cargo
 feature deliberate-bugs. Exit codes: 0 the table was written, 3 bad flags, 5 harness error.")]
+#[command(allow_negative_numbers = true)]
 pub struct DetectArgs {
     /// Bugs to run, comma-separated short names (see docs/detection.md); the unmodified broker
     /// (`none`) is always added.
@@ -295,7 +299,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR", default_value = "store")]
     pub store: PathBuf,
     /// Address to listen on (this machine only by default).
-    #[arg(long, value_name = "ADDR:PORT", default_value = crate::serve::BIND_DEFAULT)]
+    #[arg(long, value_name = "ADDR:PORT", default_value = crate::serve::BIND_DEFAULT,
+        value_parser = parse_bind)]
     pub bind: String,
 }
 
@@ -305,6 +310,17 @@ pub struct ReportArgs {
     /// The run directory.
     #[arg(value_name = "RUN_DIR")]
     pub run_dir: PathBuf,
+}
+
+/// Parses `--bind`: a host (or address) and a port from 0 to 65535, so that a typo is refused
+/// as a setting (exit 3) instead of failing to listen (exit 5).
+fn parse_bind(s: &str) -> Result<String, String> {
+    match s.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(s.to_string()),
+        _ => Err(format!(
+            "{s:?}: expected ADDR:PORT with a port from 0 to 65535"
+        )),
+    }
 }
 
 /// Parses `key=value`.
@@ -333,6 +349,12 @@ impl RunArgs {
             let mut config =
                 RunConfig::load(&RunDir::open(dir).map_err(|e| e.to_string())?.config())?;
             config.replay_of = Some(dir.display().to_string());
+            // A config.json edited by hand (or by an older harness) meets the same checks as
+            // flags do, its stored plan included, before anything is made.
+            config.validate()?;
+            if !config.schedule.is_null() {
+                runner::faults::stored_plan(&config)?;
+            }
             return Ok(config);
         }
         let config = RunConfig {
@@ -379,7 +401,10 @@ fn default_config(name: &str) -> RunConfig {
 
 /// Parses the arguments and runs the command; returns the process exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     match cli.command {
         Command::Run(args) => run_command(args),
         Command::Check(args) => check_command(args),
@@ -395,6 +420,18 @@ pub fn main() -> i32 {
                 EXIT_HARNESS
             }
         },
+    }
+}
+
+/// Prints clap's message and gives the exit code: a value that does not parse as its flag's
+/// type (`--time-limit -1`, `--rate fast`, `--set novalue`) is a refused setting (3), as an
+/// out-of-range one is; other usage errors (an unknown flag, a value not among the choices)
+/// keep clap's 2, and `--help` its 0.
+fn usage_error(e: &clap::Error) -> i32 {
+    let _ = e.print();
+    match e.kind() {
+        clap::error::ErrorKind::ValueValidation => EXIT_SETUP,
+        _ => e.exit_code(),
     }
 }
 
@@ -524,9 +561,17 @@ struct RunTarget {
 
 impl RunTarget {
     /// What can be checked about the target before a run directory exists: the subnet (a
-    /// private /24) and the cluster file (readable, with `--nodes` brokers). A refusal here
-    /// leaves nothing behind, and `store/latest` still points at the last real run.
+    /// private /24), the size of a local cluster and the cluster file (readable, with
+    /// `--nodes` brokers). A refusal here leaves nothing behind, and `store/latest` still
+    /// points at the last real run.
     fn preflight(&self, config: &RunConfig) -> Result<(), String> {
+        let brokers_max = crate::cluster::local::BROKERS_MAX;
+        if self.cluster.is_none() && config.nodes > brokers_max {
+            return Err(format!(
+                "--nodes {}: a local cluster holds 1 to {brokers_max} brokers on its /24",
+                config.nodes
+            ));
+        }
         if let Some(subnet) = &self.subnet {
             crate::cluster::local::LocalSpec::parse_subnet(subnet).map_err(|e| e.to_string())?;
         }
@@ -612,6 +657,15 @@ fn check_sets(config: &RunConfig, target: &RunTarget) -> Result<(), String> {
         Err(e) => return Err(e.to_string()),
     };
     crate::broker_config::check_sets(&binary, &config.sets).map(|_| ())
+}
+
+/// Resolves a planned run's fault schedule (its plan, or the random schedule of its seed) and
+/// drops it: a matrix or detection cell whose plan is missing or cannot fit its time limit is
+/// refused before the first run, as `tidewater run` refuses it before its run directory.
+fn check_schedule(config: &RunConfig) -> Result<(), String> {
+    let mut config = config.clone();
+    config.apply_harness_defaults();
+    runner::faults::resolve_schedule(&config).map(|_| ())
 }
 
 /// Runs one test from its config: resolves and prints the fault schedule, creates the run
@@ -734,18 +788,30 @@ fn matrix_command(args: &MatrixArgs) -> i32 {
         }
     };
     if let Some(limit) = args.time_limit {
+        if limit > runner::config::TIME_LIMIT_MAX_S {
+            eprintln!(
+                "tidewater: --time-limit {limit} is longer than {} s (one week)",
+                runner::config::TIME_LIMIT_MAX_S
+            );
+            return EXIT_SETUP;
+        }
+        let limit = i64::try_from(limit).expect("at most a week of seconds");
         file.run
-            .insert("time_limit_s".into(), toml::Value::Integer(limit as i64));
+            .insert("time_limit_s".into(), toml::Value::Integer(limit));
     }
     if !args.seeds.is_empty() {
         file.repetitions = args.seeds.len() as u32;
     }
-    // Every cell's config is checked before the first run, so a typo fails in seconds.
+    // Every cell's config and fault schedule (its plan exists and fits its time limit) is
+    // checked before the first run, so a typo fails in seconds.
     let base = default_config(&file.name);
     let mut configs = Vec::new();
     for cell in file.cells() {
         let table = serde_json::to_value(cell.run_table(&file.run)).expect("TOML converts");
-        match base.overlay(table.as_object().expect("a table is an object")) {
+        let config = base
+            .overlay(table.as_object().expect("a table is an object"))
+            .and_then(|c| check_schedule(&c).map(|()| c));
+        match config {
             Ok(c) => configs.push((cell.label.clone(), c)),
             Err(e) => {
                 eprintln!("tidewater: matrix cell {}: {e}", cell.label);
@@ -884,8 +950,44 @@ fn detect_broker_binary(args: &DetectArgs) -> Result<PathBuf, String> {
     Ok(copy)
 }
 
+/// Refuses `detect`'s numbers before the broker is built: more seeds than runs a benchmark
+/// may hold, seeds past `u64::MAX`, a time limit beyond a week.
+fn check_detect_flags(args: &DetectArgs) -> Result<(), String> {
+    let seeds_max = crate::detect::RUNS_MAX as u64;
+    if args.seeds > seeds_max {
+        return Err(format!(
+            "--seeds {} is more than the {seeds_max} runs a benchmark holds",
+            args.seeds
+        ));
+    }
+    // The columns' seeds run from --first-seed to --first-seed + --seeds - 1.
+    if args
+        .first_seed
+        .saturating_sub(1)
+        .checked_add(args.seeds)
+        .is_none()
+    {
+        return Err(format!(
+            "--first-seed {} with --seeds {} runs past the largest seed",
+            args.first_seed, args.seeds
+        ));
+    }
+    let time_limit_max_s = runner::config::TIME_LIMIT_MAX_S;
+    if args.time_limit > time_limit_max_s {
+        return Err(format!(
+            "--time-limit {} is longer than {time_limit_max_s} s (one week)",
+            args.time_limit
+        ));
+    }
+    Ok(())
+}
+
 fn detect_command(args: &DetectArgs) -> i32 {
     use crate::detect::{self, CellOutcome, DetectionTable};
+    if let Err(e) = check_detect_flags(args) {
+        eprintln!("tidewater: detect: {e}");
+        return EXIT_SETUP;
+    }
     let all_bugs: Vec<String> = detect::BUGS.iter().map(|b| b.to_string()).collect();
     let bugs = name_list(&args.bugs, &all_bugs);
     let plans = name_list(&args.plans, &detect::shipped_plans());
@@ -915,7 +1017,7 @@ fn detect_command(args: &DetectArgs) -> i32 {
         config.time_limit_s = args.time_limit;
         config.plan = cell.column.plan.clone();
         config.sets = cell.sets();
-        if let Err(e) = config.validate() {
+        if let Err(e) = config.validate().and_then(|()| check_schedule(&config)) {
             eprintln!("tidewater: detect {}: {e}", cell.run_name());
             return EXIT_SETUP;
         }
@@ -1452,7 +1554,8 @@ acks = ["1", "all"]
         let dir = tempfile::tempdir().unwrap();
         let mut stored = crate::runner::config::example();
         stored.seed = 987;
-        stored.schedule = serde_json::json!([{"at_s": 3, "action": "kill"}]);
+        stored.schedule =
+            serde_json::json!({"step": [{"at_s": 3, "action": "kill", "target": "n2"}]});
         stored.save(&dir.path().join("config.json")).unwrap();
         let path = dir.path().to_str().unwrap();
         let cli =
@@ -1464,6 +1567,32 @@ acks = ["1", "all"]
         assert_eq!(c.seed, 987);
         assert_eq!(c.schedule, stored.schedule);
         assert_eq!(c.replay_of.as_deref(), Some(path));
+    }
+
+    #[test]
+    fn a_replay_checks_the_stored_settings_and_plan_as_flags_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_str().unwrap();
+        let replay = || {
+            let cli = Cli::try_parse_from(["tidewater", "run", "--replay", path]).unwrap();
+            let Command::Run(args) = cli.command else {
+                panic!("expected run")
+            };
+            args.to_config()
+        };
+        let mut stored = crate::runner::config::example();
+        stored.schedule = serde_json::json!({"step": [{"at_s": 1e300, "action": "heal"}]});
+        stored.save(&dir.path().join("config.json")).unwrap();
+        assert!(replay()
+            .unwrap_err()
+            .contains("step 1 (heal): at_s = 1e300"));
+        stored.schedule = serde_json::json!({"step": [{"at_s": 3, "action": "heal"}]});
+        stored.rate = -5.0;
+        stored.save(&dir.path().join("config.json")).unwrap();
+        assert!(replay().unwrap_err().contains("--rate -5 must be 0"));
+        stored.rate = 5.0;
+        stored.save(&dir.path().join("config.json")).unwrap();
+        assert_eq!(replay().unwrap().rate, 5.0);
     }
 
     #[test]

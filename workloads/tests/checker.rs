@@ -724,6 +724,30 @@ fn streaming_a_file_gives_the_same_results_and_tolerates_bad_lines() {
 }
 
 #[test]
+fn a_line_that_is_not_utf8_is_a_problem_named_by_its_line_number() {
+    let mut h = five_records();
+    h.final_read(&ALL5, 5);
+    let mut bytes = Vec::new();
+    for (i, op) in h.ops.iter().enumerate() {
+        if i == 2 {
+            bytes.extend_from_slice(b"\xff\xfe{\"index\"\n");
+        }
+        bytes.extend_from_slice(serde_json::to_string(op).unwrap().as_bytes());
+        bytes.push(b'\n');
+    }
+    let settings = CheckSettings::default();
+    let r = check_reader(bytes.as_slice(), &settings).expect("a bad line does not end the check");
+    assert_eq!(r.stats["problem_count"], 1);
+    let problem = r.stats["problems"][0].as_str().unwrap();
+    assert!(problem.starts_with("line 3: not UTF-8 text"), "{problem}");
+    assert_eq!(
+        r.valid,
+        Validity::Unknown,
+        "a damaged history is judged at best unknown"
+    );
+}
+
+#[test]
 fn records_below_the_log_start_offset_are_neither_skipped_nor_lost() {
     // Offset 2 was deleted (retention / DeleteRecords) before anyone read it.
     let mut h = five_records();

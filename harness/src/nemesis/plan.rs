@@ -28,6 +28,11 @@ pub const WAIT_TIMEOUT_DEFAULT_S: f64 = 30.0;
 /// Most steps in one plan.
 pub const STEPS_MAX: usize = 10_000;
 
+/// Latest `at_s` and longest `after_s` a step may give: the longest main phase a run may have
+/// (`--time-limit`, one week). A later time could never fire, and one far beyond (1e300 s)
+/// would overflow the executor's clock arithmetic mid-run.
+pub const STEP_TIME_MAX_S: f64 = 604_800.0;
+
 /// Plans shipped in `harness/plans/`, runnable by name.
 pub const BUILTIN_PLANS: &[(&str, &str)] = &[
     (
@@ -260,6 +265,16 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
+/// A number as a reader wants it in a message: `75`, `0.5`, or `1e300` and `1e-300` rather
+/// than three hundred digits.
+pub fn number_text(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-6..1e9).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
 impl FaultPlan {
     /// Loads a plan by shipped name (`unclean-election`) or from a file (`.toml`, or `.json`
     /// as stored in a run directory), and validates it.
@@ -269,13 +284,11 @@ impl FaultPlan {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| PlanError(format!("read plan {}: {e}", path.display())))?;
             let plan = if path.extension().is_some_and(|x| x == "json") {
-                serde_json::from_str(&text)
-                    .map_err(|e| PlanError(format!("plan {}: {e}", path.display())))?
+                FaultPlan::from_json(&text)
             } else {
                 FaultPlan::from_toml(&text)
-                    .map_err(|e| PlanError(format!("plan {}: {}", path.display(), e.0)))?
             };
-            return Ok(plan);
+            return plan.map_err(|e| PlanError(format!("plan {}: {}", path.display(), e.0)));
         }
         match BUILTIN_PLANS.iter().find(|(n, _)| *n == name_or_path) {
             Some((_, text)) => FaultPlan::from_toml(text),
@@ -291,6 +304,14 @@ impl FaultPlan {
     /// Parses and validates TOML.
     pub fn from_toml(text: &str) -> Result<FaultPlan, PlanError> {
         let plan: FaultPlan = toml::from_str(text).map_err(|e| PlanError(e.to_string()))?;
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// Parses and validates JSON (a plan as stored in a run's `config.json`), exactly as TOML
+    /// is: a JSON plan must not wait for the cluster to be up to be refused.
+    pub fn from_json(text: &str) -> Result<FaultPlan, PlanError> {
+        let plan: FaultPlan = serde_json::from_str(text).map_err(|e| PlanError(e.to_string()))?;
         plan.validate()?;
         Ok(plan)
     }
@@ -315,6 +336,17 @@ impl FaultPlan {
                 if v.is_some_and(|v| !v.is_finite() || v < 0.0) {
                     return Err(at(format!("{field} must be a non-negative number")));
                 }
+            }
+            for (field, v) in [("at_s", step.at_s), ("after_s", step.after_s)] {
+                if let Some(v) = v.filter(|v| *v > STEP_TIME_MAX_S) {
+                    return Err(at(format!(
+                        "{field} = {} is beyond the longest run ({STEP_TIME_MAX_S} s)",
+                        number_text(v)
+                    )));
+                }
+            }
+            if step.timeout_s.is_some() && !step.action.is_wait() {
+                return Err(at("timeout_s is for wait-for-* steps".into()));
             }
             if step.at_s.is_some() && step.after_s.is_some() {
                 return Err(at("give at_s or after_s, not both".into()));
@@ -354,6 +386,52 @@ impl FaultPlan {
             }
         }
         Ok(())
+    }
+
+    /// The earliest time, in seconds into the main phase, at which each step can start: its
+    /// `at_s`, or the previous step's earliest start plus its `after_s`, and never before the
+    /// previous step (steps run in order and each takes time, so the real start is later).
+    pub fn earliest_starts_s(&self) -> Vec<f64> {
+        let mut previous_s = 0.0_f64;
+        self.step
+            .iter()
+            .map(|step| {
+                previous_s = match (step.at_s, step.after_s) {
+                    (Some(at), _) => previous_s.max(at),
+                    (None, Some(after)) => previous_s + after,
+                    (None, None) => previous_s,
+                };
+                previous_s
+            })
+            .collect()
+    }
+
+    /// The steps (numbered from 1, with their earliest start) that can never run in a main
+    /// phase of `time_limit_s`: the executor stops at the first step due at or after the end.
+    pub fn steps_after(&self, time_limit_s: f64) -> Vec<(usize, f64)> {
+        self.earliest_starts_s()
+            .into_iter()
+            .enumerate()
+            .filter(|(_, start_s)| *start_s >= time_limit_s)
+            .map(|(i, start_s)| (i + 1, start_s))
+            .collect()
+    }
+
+    /// Refuses a plan none of whose steps can start within `time_limit_s` (the run would
+    /// inject nothing it asked for). A plan cut short by the limit is allowed: shipped plans
+    /// are run under shorter limits on purpose, and the final step heals, resumes and
+    /// restarts everything whatever the plan left undone; see [`FaultPlan::steps_after`].
+    pub fn check_fits(&self, time_limit_s: u64) -> Result<(), PlanError> {
+        let late = self.steps_after(time_limit_s as f64);
+        match late.first() {
+            Some((1, start_s)) => Err(PlanError(format!(
+                "no step can run within --time-limit {time_limit_s}: step 1 ({}) starts at {} s \
+                 at the earliest, and the run would inject nothing",
+                self.step[0].action.name(),
+                number_text(*start_s)
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// The plan as stored with a run (`plan.json`), for `--replay`.
@@ -458,11 +536,71 @@ mod tests {
                 "[[step]]\naction = \"kill\"\ntarget = \"x9\"\n",
                 "expected one, minority",
             ),
+            (
+                "[[step]]\naction = \"heal\"\nat_s = 1e300\n",
+                "step 1 (heal): at_s = 1e300 is beyond the longest run (604800 s)",
+            ),
+            (
+                "[[step]]\naction = \"heal\"\nafter_s = 1e12\n",
+                "after_s = 1e12 is beyond the longest run",
+            ),
+            (
+                "[[step]]\naction = \"heal\"\nat_s = nan\n",
+                "at_s must be a non-negative number",
+            ),
+            (
+                "[[step]]\naction = \"kill\"\ntarget = \"n1\"\ntimeout_s = 1e300\n",
+                "timeout_s is for wait-for-* steps",
+            ),
         ];
         for (text, want) in cases {
             let e = FaultPlan::from_toml(text).unwrap_err();
             assert!(e.0.contains(want), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_json_plan_file_is_validated_when_it_is_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.json");
+        std::fs::write(&path, r#"{"step": [{"action": "heal", "at_s": 1e300}]}"#).unwrap();
+        let e = FaultPlan::load(path.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.0.contains("plan.json: step 1 (heal): at_s = 1e300"),
+            "{e}"
+        );
+        std::fs::write(&path, r#"{"step": [{"action": "kill"}]}"#).unwrap();
+        let e = FaultPlan::load(path.to_str().unwrap()).unwrap_err();
+        assert!(e.0.contains("step 1 (kill): needs a target"), "{e}");
+        let stored = FaultPlan::load("leader-isolation").unwrap();
+        std::fs::write(&path, stored.to_json()).unwrap();
+        assert_eq!(FaultPlan::load(path.to_str().unwrap()).unwrap(), stored);
+    }
+
+    #[test]
+    fn earliest_starts_chain_after_s_and_never_go_back() {
+        let plan = FaultPlan::from_toml(
+            "[[step]]\naction = \"heal\"\nat_s = 10\n\
+             [[step]]\naction = \"heal\"\nafter_s = 5\n\
+             [[step]]\naction = \"heal\"\nat_s = 3\n\
+             [[step]]\naction = \"heal\"\n\
+             [[step]]\naction = \"heal\"\nat_s = 60\n",
+        )
+        .unwrap();
+        assert_eq!(plan.earliest_starts_s(), vec![10.0, 15.0, 15.0, 15.0, 60.0]);
+        assert_eq!(
+            plan.steps_after(60.0),
+            vec![(5, 60.0)],
+            "due at the end: never runs"
+        );
+        assert!(plan.steps_after(61.0).is_empty());
+        assert_eq!(plan.check_fits(11), Ok(()), "cut short, but step 1 runs");
+        let e = plan.check_fits(10).unwrap_err();
+        assert!(
+            e.0.contains("--time-limit 10: step 1 (heal) starts at 10 s"),
+            "{e}"
+        );
+        assert_eq!(FaultPlan::from_toml("").unwrap().check_fits(0), Ok(()));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `config.json`: every setting of a run, its seed and its resolved fault schedule, so that
 //! `tidewater run --replay RUN_DIR` can repeat it and a report can show it.
 
+use crate::nemesis::plan::number_text;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -32,6 +33,25 @@ pub const TOPIC_ONLY_SETTINGS: &[&str] = &[
     "index.interval.bytes",
     "message.timestamp.difference.max.ms",
 ];
+
+/// Longest main phase, recovery wait or final-read bound a run may ask for, in seconds (one
+/// week): a longer one is a typo, and a far longer one would overflow the runner's clocks.
+pub const TIME_LIMIT_MAX_S: u64 = 604_800;
+
+/// Highest `--rate`, in ops per second over all workers: one op per microsecond, well above
+/// what any cluster under test serves (use 0 for "as fast as possible").
+pub const RATE_MAX_OPS: f64 = 1_000_000.0;
+
+/// Lowest non-zero `--rate`, in ops per second: one op every 1000 s. Slower is a typo (the
+/// spacing of 1/rate would not fit the runner's clock for 1e-300).
+pub const RATE_MIN_OPS: f64 = 0.001;
+
+/// Most client workers of a run.
+pub const CONCURRENCY_MAX: usize = 10_000;
+
+/// Most partitions of the test topic: the companion broker's limit per topic, so a run that
+/// asks for more is refused before its cluster starts rather than when the topic is created.
+pub const PARTITIONS_MAX: u32 = 1_000;
 
 /// The settings of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -179,6 +199,7 @@ impl RunConfig {
 
     /// Checks settings that would make the run meaningless before anything starts.
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_numbers()?;
         if self.nodes == 0 {
             return Err("--nodes must be at least 1".into());
         }
@@ -188,11 +209,17 @@ impl RunConfig {
                 self.replication_factor, self.nodes
             ));
         }
-        if self.partitions == 0 {
-            return Err("--partitions must be at least 1".into());
+        if !(1..=PARTITIONS_MAX).contains(&self.partitions) {
+            return Err(format!(
+                "--partitions {} must be between 1 and {PARTITIONS_MAX}",
+                self.partitions
+            ));
         }
-        if self.concurrency == 0 {
-            return Err("--concurrency must be at least 1".into());
+        if !(1..=CONCURRENCY_MAX).contains(&self.concurrency) {
+            return Err(format!(
+                "--concurrency {} must be between 1 and {CONCURRENCY_MAX}",
+                self.concurrency
+            ));
         }
         if !matches!(self.workload.as_str(), "queue" | "group") {
             return Err(format!(
@@ -227,6 +254,39 @@ impl RunConfig {
         }
         if !self.nemesis.is_empty() && self.nemesis_interval_s <= 0.0 {
             return Err("--nemesis-interval must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Refuses numbers the runner could not use: time bounds beyond [`TIME_LIMIT_MAX_S`], and
+    /// rates and intervals that are not finite, negative or absurd (a NaN `--rate` used to
+    /// mean "unlimited", 1e-300 panicked after setup). Each error names its flag.
+    fn validate_numbers(&self) -> Result<(), String> {
+        for (flag, secs) in [
+            ("--time-limit", self.time_limit_s),
+            ("--recovery-time-limit", self.recovery_time_limit_s),
+            ("--final-time-limit", self.final_time_limit_s),
+        ] {
+            if secs > TIME_LIMIT_MAX_S {
+                return Err(format!(
+                    "{flag} {secs} is longer than {TIME_LIMIT_MAX_S} s (one week)"
+                ));
+            }
+        }
+        let rate_ok = self.rate == 0.0 || (RATE_MIN_OPS..=RATE_MAX_OPS).contains(&self.rate);
+        if !rate_ok {
+            return Err(format!(
+                "--rate {} must be 0 (as fast as possible) or from {RATE_MIN_OPS} to \
+                 {RATE_MAX_OPS} ops per second",
+                number_text(self.rate)
+            ));
+        }
+        let interval_max_s = TIME_LIMIT_MAX_S as f64;
+        if !(0.0..=interval_max_s).contains(&self.nemesis_interval_s) {
+            return Err(format!(
+                "--nemesis-interval {} must be a number of seconds from 0 to {interval_max_s}",
+                number_text(self.nemesis_interval_s)
+            ));
         }
         Ok(())
     }
@@ -462,5 +522,58 @@ mod tests {
         c.concurrency = 3;
         assert!(c.validate().is_ok(), "two producers and one member");
         assert!(example().validate().is_ok());
+    }
+
+    #[test]
+    fn numbers_the_runner_cannot_use_are_refused_naming_the_flag() {
+        let refused = |change: &dyn Fn(&mut RunConfig), want: &str| {
+            let mut c = example();
+            change(&mut c);
+            let e = c.validate().unwrap_err();
+            assert!(e.contains(want), "want {want:?}, got {e:?}");
+        };
+        for (rate, text) in [
+            (-5.0, "-5"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (1e-300, "1e-300"),
+            (1e7, "10000000"),
+        ] {
+            refused(&|c| c.rate = rate, &format!("--rate {text} must be 0"));
+        }
+        for (interval, text) in [(-1.0, "-1"), (f64::NAN, "NaN"), (1e300, "1e300")] {
+            refused(
+                &|c| c.nemesis_interval_s = interval,
+                &format!("--nemesis-interval {text} must be"),
+            );
+        }
+        refused(
+            &|c| c.time_limit_s = u64::MAX,
+            "--time-limit 18446744073709551615",
+        );
+        refused(
+            &|c| c.recovery_time_limit_s = 604_801,
+            "--recovery-time-limit 604801",
+        );
+        refused(
+            &|c| c.final_time_limit_s = 604_801,
+            "--final-time-limit 604801 is longer",
+        );
+        refused(
+            &|c| c.partitions = 1001,
+            "--partitions 1001 must be between 1 and 1000",
+        );
+        refused(&|c| c.partitions = 0, "--partitions 0");
+        refused(&|c| c.concurrency = 10_001, "--concurrency 10001");
+        let mut c = example();
+        (c.rate, c.time_limit_s, c.nemesis_interval_s) = (0.0, TIME_LIMIT_MAX_S, 0.5);
+        assert_eq!(
+            c.validate(),
+            Ok(()),
+            "0 is unlimited; the bounds themselves are fine"
+        );
+        c.rate = RATE_MIN_OPS;
+        assert_eq!(c.validate(), Ok(()));
     }
 }

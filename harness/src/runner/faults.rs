@@ -43,7 +43,12 @@ impl nemesis::Recorder for HistoryRecorder {
 /// `--nemesis`, or an empty plan. As JSON, for `config.json`.
 pub fn resolve_schedule(config: &RunConfig) -> Result<Value, String> {
     let plan = match &config.plan {
-        Some(name) => FaultPlan::load(name).map_err(|e| e.to_string())?,
+        Some(name) => {
+            let plan = FaultPlan::load(name).map_err(|e| e.to_string())?;
+            plan.check_fits(config.time_limit_s)
+                .map_err(|e| format!("plan {name}: {e}"))?;
+            plan
+        }
         None if config.nemesis.is_empty() => FaultPlan {
             name: "none".into(),
             description: "no faults".into(),
@@ -126,10 +131,14 @@ fn scheduled_faults(config: &RunConfig) -> Vec<String> {
     kinds
 }
 
-/// A warning for a random schedule that asks for faults but fits none into the time limit:
-/// such a run tests nothing under faults and will be `unknown`.
+/// A warning for a random schedule that asks for faults but fits none into the time limit
+/// (such a run tests nothing under faults and will be `unknown`), or for a plan whose last
+/// steps start after the time limit and so will not run.
 pub fn schedule_warning(config: &RunConfig) -> Option<String> {
-    if config.plan.is_some() || config.nemesis.is_empty() || !scheduled_faults(config).is_empty() {
+    if let Some(name) = &config.plan {
+        return plan_cut_warning(config, name);
+    }
+    if config.nemesis.is_empty() || !scheduled_faults(config).is_empty() {
         return None;
     }
     Some(format!(
@@ -138,6 +147,23 @@ pub fn schedule_warning(config: &RunConfig) -> Option<String> {
         config.time_limit_s,
         config.nemesis.join(","),
         config.nemesis_interval_s
+    ))
+}
+
+/// Names the steps of the run's plan that start at or after `--time-limit`: the nemesis stops
+/// at the first of them, and the final step heals, resumes and restarts everything instead.
+fn plan_cut_warning(config: &RunConfig, name: &str) -> Option<String> {
+    let plan = serde_json::from_value::<FaultPlan>(config.schedule.clone()).ok()?;
+    let late = plan.steps_after(config.time_limit_s as f64);
+    let (first, start_s) = late.first()?;
+    let steps = match plan.step.len() {
+        last if last == *first => format!("step {first} of plan {name} starts"),
+        last => format!("steps {first} to {last} of plan {name} start"),
+    };
+    Some(format!(
+        "{steps} at {start_s} s or later, not before --time-limit {}, and will not run (the \
+         final step heals, resumes and restarts every node)",
+        config.time_limit_s
     ))
 }
 
@@ -231,5 +257,29 @@ mod tests {
         assert!(stored_plan(&c).unwrap().step.is_empty());
         c.plan = Some("no-such-plan".into());
         assert!(resolve_schedule(&c).unwrap_err().contains("no-such-plan"));
+    }
+
+    #[test]
+    fn a_plan_cut_by_the_time_limit_is_warned_about_and_one_that_never_starts_is_refused() {
+        let mut c = super::super::config::example();
+        c.plan = Some("partition-shapes".into());
+        c.time_limit_s = 60;
+        c.schedule = resolve_schedule(&c).unwrap();
+        let warning = schedule_warning(&c).unwrap();
+        assert!(
+            warning.starts_with("steps 7 to 8 of plan partition-shapes start at 65 s or later"),
+            "{warning}"
+        );
+        assert!(warning.contains("not before --time-limit 60"), "{warning}");
+        c.time_limit_s = 70;
+        assert!(schedule_warning(&c).unwrap().starts_with("step 8 of plan"));
+        c.time_limit_s = 80;
+        assert_eq!(schedule_warning(&c), None, "every step runs");
+        c.time_limit_s = 5;
+        let e = resolve_schedule(&c).unwrap_err();
+        assert!(
+            e.starts_with("plan partition-shapes: no step can run within --time-limit 5"),
+            "{e}"
+        );
     }
 }

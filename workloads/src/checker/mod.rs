@@ -77,18 +77,27 @@ pub fn check_reader(
     settings: &CheckSettings,
 ) -> std::io::Result<CheckResults> {
     let mut checker = Checker::new(settings.clone());
-    let mut line = String::new();
+    let mut line = Vec::new();
     let mut line_number = 0u64;
     loop {
         line.clear();
-        if reader.read_line(&mut line)? == 0 {
+        // Bytes, not a String: a line that is not UTF-8 (a torn or binary tail) is one bad
+        // line like any other, named by its number, not an error that ends the whole check.
+        if reader.read_until(b'\n', &mut line)? == 0 {
             break;
         }
         line_number += 1;
-        if line.trim().is_empty() {
+        let text = match std::str::from_utf8(&line) {
+            Ok(text) => text,
+            Err(e) => {
+                checker.problem(format!("line {line_number}: not UTF-8 text ({e})"));
+                continue;
+            }
+        };
+        if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Op>(&line) {
+        match serde_json::from_str::<Op>(text) {
             Ok(op) => checker.observe(&op),
             Err(e) => checker.problem(format!("line {line_number}: {e}")),
         }
