@@ -450,13 +450,13 @@ pub fn scan_history(path: &Path, wanted: &BTreeSet<u64>) -> Result<HistoryScan, 
         pending: HashMap::new(),
         wanted,
     };
-    let mut line = String::new();
+    let mut line = Vec::new();
     let mut line_number = 0u64;
     let mut torn: Option<String> = None;
     loop {
         line.clear();
         let n = reader
-            .read_line(&mut line)
+            .read_until(b'\n', &mut line)
             .map_err(|e| ReportError::io(path, e))?;
         if n == 0 {
             break;
@@ -465,7 +465,15 @@ pub fn scan_history(path: &Path, wanted: &BTreeSet<u64>) -> Result<HistoryScan, 
         if let Some(message) = torn.take() {
             return Err(ReportError::format(path, message));
         }
-        let text = line.trim_end();
+        // Bytes, not a String: a line that is not UTF-8 is named by its number, like a line
+        // that is not JSON (a torn last line is a warning, one inside the history an error).
+        let text = match std::str::from_utf8(&line) {
+            Ok(text) => text.trim_end(),
+            Err(e) => {
+                torn = Some(format!("line {line_number}: not UTF-8 text ({e})"));
+                continue;
+            }
+        };
         if text.is_empty() {
             continue;
         }
@@ -835,5 +843,30 @@ mod tests {
         std::fs::write(&path, format!("{{\"index\":0,\"ti\n{good}\n")).unwrap();
         let err = scan_history(&path, &BTreeSet::new()).unwrap_err();
         assert!(err.to_string().contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_named_by_its_number() {
+        let good =
+            r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"poll","value":[["poll"]]}"#;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let mut bytes = format!("{good}\n").into_bytes();
+        bytes.extend_from_slice(b"\xff\xfe binary\n");
+        bytes.extend_from_slice(format!("{good}\n").as_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let err = scan_history(&path, &BTreeSet::new()).unwrap_err();
+        assert!(err.to_string().contains("line 2: not UTF-8"), "{err}");
+
+        // As the torn last line, it is a warning and the lines before it are kept.
+        bytes.truncate(good.len() + 1 + b"\xff\xfe binary\n".len());
+        std::fs::write(&path, &bytes).unwrap();
+        let scan = scan_history(&path, &BTreeSet::new()).unwrap();
+        assert_eq!(scan.lines, 1);
+        assert!(
+            scan.warnings[0].contains("line 2: not UTF-8"),
+            "{:?}",
+            scan.warnings
+        );
     }
 }
