@@ -24,6 +24,10 @@ pub use checkpoint::write_atomically;
 pub use epoch::{EpochEntry, LeaderEpochCache};
 pub use log::Log;
 
+/// `flush.messages` of a log that never fsyncs on append: Kafka's default, `Long.MAX_VALUE`
+/// (also the largest value the setting takes).
+pub const FLUSH_MESSAGES_NEVER: u64 = i64::MAX as u64;
+
 /// Per-partition log settings, with Kafka's names and defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogConfig {
@@ -36,8 +40,8 @@ pub struct LogConfig {
     /// `log.retention.bytes`: oldest segments are deleted while the log stays at least this
     /// large without them; -1 = unlimited (default).
     pub retention_bytes: i64,
-    /// `flush.messages`: fsync after this many appended records; default `u64::MAX` (Kafka's
-    /// Long.MAX_VALUE), i.e. never per append: durability comes from replication.
+    /// `flush.messages`: fsync after this many appended records; default
+    /// [`FLUSH_MESSAGES_NEVER`], i.e. never per append: durability comes from replication.
     pub flush_messages: u64,
     /// `index.interval.bytes`: bytes of batches between two offset index entries. Default 4096.
     pub index_interval_bytes: u64,
@@ -52,7 +56,7 @@ impl Default for LogConfig {
             segment_bytes: 1024 * 1024 * 1024,
             retention_ms: 7 * 24 * 60 * 60 * 1000,
             retention_bytes: -1,
-            flush_messages: u64::MAX,
+            flush_messages: FLUSH_MESSAGES_NEVER,
             index_interval_bytes: 4096,
             max_message_bytes: 1024 * 1024 + 12,
         }
