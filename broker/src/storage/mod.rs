@@ -133,6 +133,17 @@ pub enum LogError {
     /// The file system failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A new segment could not be started (typically: the process is out of file
+    /// descriptors). Nothing of the batch was written and no file of the new segment is left
+    /// behind, so the same append succeeds once the files can be opened (Kafka's
+    /// KAFKA_STORAGE_ERROR).
+    #[error("cannot roll a new segment at offset {base_offset}: {source}; nothing was written")]
+    Roll {
+        /// Base offset the new segment would have had (the LEO).
+        base_offset: u64,
+        /// What the file system said.
+        source: std::io::Error,
+    },
     /// Stored data failed verification; nothing of it is served.
     #[error("corrupt log data: {0}")]
     Corrupt(String),
