@@ -309,7 +309,12 @@ impl Log {
             })?;
         self.segments.insert(base_offset, segment);
         self.recovery_point = base_offset;
-        self.save_recovery_point()
+        // The roll is done: failing the append now would leave the producer unsure whether
+        // it was written. A stale recovery point on disk only widens the next recovery.
+        if let Err(e) = self.save_recovery_point() {
+            tracing::warn!(dir = %self.dir.display(), "saving the recovery point after a roll: {e}");
+        }
+        Ok(())
     }
 
     /// The new segment of a roll at `base_offset`, its files created and made durable and the

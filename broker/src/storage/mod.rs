@@ -8,6 +8,8 @@
 //! - [`checkpoint`]: small checkpoint files replaced atomically.
 //! - [`clean_shutdown`]: the clean-shutdown marker that tells a restart from a crash (KIP-966).
 //! - [`log`]: [`Log`], a partition's segments, offsets, recovery, retention and truncation.
+//! - [`open_files`]: the open-file budget: raise `RLIMIT_NOFILE`, count segments, refuse to
+//!   start when they cannot all be held open.
 //!
 //! `docs/storage.md` describes the on-disk format, the recovery rules and the retention rules.
 
@@ -16,6 +18,7 @@ pub mod checkpoint;
 pub mod clean_shutdown;
 pub mod epoch;
 mod log;
+pub mod open_files;
 pub mod segment;
 
 use serde::{Deserialize, Serialize};
