@@ -222,8 +222,8 @@ pub const SETTINGS: &[Setting] = &[
     setting("log.retention.hours", "168", "Retention in hours, used when neither `.ms` nor `.minutes` is set."),
     setting("log.retention.bytes", "-1", "Trim each partition's log (whole segments) to this size; -1 = no limit."),
     setting("log.retention.check.interval.ms", "300000", "How often the retention task looks for segments to delete."),
-    setting("log.flush.interval.messages", "18446744073709551615", "fsync the log after this many appended records; the default never fsyncs on append (as Kafka: durability comes from replication)."),
-    setting("flush.messages", "18446744073709551615", "Alias of `log.flush.interval.messages` (the topic-level name)."),
+    setting("log.flush.interval.messages", "9223372036854775807", "fsync the log after this many appended records; the default never fsyncs on append (as Kafka: durability comes from replication)."),
+    setting("flush.messages", "9223372036854775807", "Alias of `log.flush.interval.messages` (the topic-level name)."),
     setting("log.index.interval.bytes", "4096", "Bytes of log between two offset index entries."),
     setting("num.partitions", "1", "Partitions of a topic created without a count."),
     setting("default.replication.factor", "1", "Replication factor of a topic created without one."),
@@ -263,38 +263,110 @@ fn invalid(name: &str, value: &str, reason: &str) -> ConfigError {
     }
 }
 
-fn parse_positive(name: &str, value: &str) -> Result<u64, ConfigError> {
-    let n: u64 = parse(name, value, "a positive integer")?;
-    if n == 0 {
-        return Err(invalid(name, value, "expected a positive integer"));
-    }
-    Ok(n)
+/// Top of Kafka's `INT` type: a setting Kafka declares `INT` refuses anything larger.
+const INT_MAX: i64 = i32::MAX as i64;
+/// Top of Kafka's `LONG` type.
+const LONG_MAX: i64 = i64::MAX;
+
+/// Kafka's smallest `segment.bytes` / `log.segment.bytes` (`atLeast(1024 * 1024)` in its
+/// `LogConfig` since 4.0): a tiny segment rolls on every batch and holds two files open per
+/// batch, so a client could exhaust the broker's file descriptors.
+pub const SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
+
+/// Kafka's range of every numeric setting: the `atLeast`/`between` of its `ConfigDef` (where
+/// it has none, the smallest value that works here) and the top of its type (`INT` or
+/// `LONG`). `docs/configuration.md` lists the same bounds; a test holds the two together.
+pub const BOUNDS: &[(&str, i64, i64)] = &[
+    ("broker.id", 0, INT_MAX),
+    ("socket.request.max.bytes", 1, INT_MAX),
+    ("log.segment.bytes", SEGMENT_BYTES_MIN, INT_MAX),
+    ("segment.bytes", SEGMENT_BYTES_MIN, INT_MAX),
+    ("internal.segment.bytes", 1, INT_MAX),
+    ("log.retention.ms", -1, LONG_MAX),
+    ("retention.ms", -1, LONG_MAX),
+    ("log.retention.minutes", -1, INT_MAX),
+    ("log.retention.hours", -1, INT_MAX),
+    ("log.retention.bytes", -1, LONG_MAX),
+    ("retention.bytes", -1, LONG_MAX),
+    ("log.retention.check.interval.ms", 1, LONG_MAX),
+    ("log.flush.interval.messages", 1, LONG_MAX),
+    ("flush.messages", 1, LONG_MAX),
+    ("log.index.interval.bytes", 0, INT_MAX),
+    ("index.interval.bytes", 0, INT_MAX),
+    ("num.partitions", 1, INT_MAX),
+    ("default.replication.factor", 1, i16::MAX as i64),
+    ("message.max.bytes", 0, INT_MAX),
+    ("max.message.bytes", 0, INT_MAX),
+    ("min.insync.replicas", 1, i16::MAX as i64),
+    ("log.message.timestamp.difference.max.ms", 0, LONG_MAX),
+    ("message.timestamp.difference.max.ms", 0, LONG_MAX),
+    ("replica.lag.time.max.ms", 1, LONG_MAX),
+    ("replica.fetch.wait.max.ms", 0, INT_MAX),
+    ("replica.fetch.max.bytes", 0, INT_MAX),
+    ("broker.session.timeout.ms", 1, INT_MAX),
+    ("broker.heartbeat.interval.ms", 1, INT_MAX),
+    ("max.connections", 1, INT_MAX),
+    ("connections.max.idle.ms", 1, LONG_MAX),
+    ("tidewater.request.header.timeout.ms", 1, LONG_MAX),
+    ("replica.high.watermark.checkpoint.interval.ms", 1, LONG_MAX),
+];
+
+/// The bounds of a numeric setting, from [`BOUNDS`].
+pub fn bounds_of(name: &str) -> Option<(i64, i64)> {
+    BOUNDS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|&(_, min, max)| (min, max))
 }
 
-/// A non-negative `i64` (a duration in milliseconds where Kafka's default is `Long.MAX_VALUE`).
-fn parse_non_negative(name: &str, value: &str) -> Result<i64, ConfigError> {
-    let n: i64 = parse(name, value, "a non-negative integer")?;
-    if n < 0 {
-        return Err(invalid(name, value, "expected a non-negative integer"));
+/// An integer within the setting's bounds in [`BOUNDS`]; the error names the bound it broke.
+fn parse_bounded(name: &str, value: &str) -> Result<i64, ConfigError> {
+    let (min, max) = bounds_of(name).expect("every numeric setting has bounds");
+    assert!(min <= max, "bounds of {name}");
+    // i128 so that a value past i64 is reported as too large, not as "not an integer".
+    let n: i128 = parse(name, value, &format!("an integer in [{min}, {max}]"))?;
+    if n < i128::from(min) {
+        return Err(invalid(
+            name,
+            value,
+            &format!("must be at least {min} (Kafka's minimum)"),
+        ));
     }
-    Ok(n)
+    if n > i128::from(max) {
+        return Err(invalid(
+            name,
+            value,
+            &format!("must be at most {max} (Kafka's maximum)"),
+        ));
+    }
+    Ok(n as i64)
+}
+
+/// [`parse_bounded`] for a setting whose lower bound is not negative.
+fn parse_count(name: &str, value: &str) -> Result<u64, ConfigError> {
+    let n = parse_bounded(name, value)?;
+    Ok(u64::try_from(n).expect("a count's lower bound is not negative"))
+}
+
+/// [`parse_count`] into a narrower integer type (its bounds in [`BOUNDS`] fit the type).
+fn parse_narrow<T: TryFrom<u64>>(name: &str, value: &str) -> Result<T, ConfigError> {
+    let n = parse_count(name, value)?;
+    Ok(T::try_from(n).unwrap_or_else(|_| panic!("bounds of {name} fit its type")))
+}
+
+/// The value a stored topic config must take to be within [`BOUNDS`]: `Some` (the nearest
+/// bound) for an integer outside them, `None` for anything else. Topics created before the
+/// bounds existed are opened with the nearest bound rather than refused, so that a restart
+/// always brings their records back.
+pub fn clamp_to_bounds(name: &str, value: &str) -> Option<String> {
+    let (min, max) = bounds_of(name)?;
+    let n: i128 = value.trim().parse().ok()?;
+    let clamped = n.clamp(i128::from(min), i128::from(max));
+    (clamped != n).then(|| clamped.to_string())
 }
 
 fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
     parse(name, value, "true or false")
-}
-
-/// A retention value: -1 (unlimited) or a non-negative number.
-fn parse_retention(name: &str, value: &str) -> Result<i64, ConfigError> {
-    let n: i64 = parse(name, value, "-1 or a non-negative integer")?;
-    if n < -1 {
-        return Err(invalid(
-            name,
-            value,
-            "expected -1 or a non-negative integer",
-        ));
-    }
-    Ok(n)
 }
 
 /// An `http://HOST:PORT` URL (the scheme may be left out). HOST is an IP address, a name that
@@ -470,51 +542,37 @@ impl Config {
                     .parse()
                     .map_err(|e: String| invalid(name, value, &e))?
             }
-            "broker.id" => self.broker_id = parse(name, value, "a non-negative integer")?,
+            "broker.id" => self.broker_id = parse_narrow(name, value)?,
             "listeners" => self.listener = parse_listener(name, value)?,
             "advertised.listeners" => self.advertised_listener = optional_url(name, value)?,
             "kafka.listeners" => self.kafka_listener = parse_kafka_listener(name, value)?,
             "kafka.advertised.listeners" => {
                 self.kafka_advertised_listener = parse_kafka_advertised(name, value)?
             }
-            "socket.request.max.bytes" => {
-                self.socket_request_max_bytes = parse_positive(name, value)?
-            }
+            "socket.request.max.bytes" => self.socket_request_max_bytes = parse_count(name, value)?,
             "log.dirs" => pending.log_dirs = Some(parse_dirs(name, value)?),
             "log.dir" => pending.log_dir = Some(parse_dirs(name, value)?),
-            "log.segment.bytes" => self.log_segment_bytes = parse_positive(name, value)?,
-            "log.retention.ms" => pending.retention_ms = Some(parse_retention(name, value)?),
+            "log.segment.bytes" => self.log_segment_bytes = parse_count(name, value)?,
+            "log.retention.ms" => pending.retention_ms = Some(parse_bounded(name, value)?),
             "log.retention.minutes" if value.trim().is_empty() => {}
             "log.retention.minutes" => {
-                pending.retention_minutes = Some(parse_retention(name, value)?)
+                pending.retention_minutes = Some(parse_bounded(name, value)?)
             }
-            "log.retention.hours" => pending.retention_hours = Some(parse_retention(name, value)?),
-            "log.retention.bytes" => self.log_retention_bytes = parse_retention(name, value)?,
+            "log.retention.hours" => pending.retention_hours = Some(parse_bounded(name, value)?),
+            "log.retention.bytes" => self.log_retention_bytes = parse_bounded(name, value)?,
             "log.retention.check.interval.ms" => {
-                self.log_retention_check_interval_ms = parse_positive(name, value)?
+                self.log_retention_check_interval_ms = parse_count(name, value)?
             }
             "log.flush.interval.messages" | "flush.messages" => {
-                self.log_flush_interval_messages = parse_positive(name, value)?
+                self.log_flush_interval_messages = parse_count(name, value)?
             }
-            "log.index.interval.bytes" => {
-                self.log_index_interval_bytes = parse_positive(name, value)?
-            }
-            "num.partitions" => {
-                self.num_partitions = parse_positive(name, value)?
-                    .try_into()
-                    .map_err(|_| invalid(name, value, "too large"))?
-            }
+            "log.index.interval.bytes" => self.log_index_interval_bytes = parse_count(name, value)?,
+            "num.partitions" => self.num_partitions = parse_narrow(name, value)?,
             "default.replication.factor" => {
-                self.default_replication_factor = parse_positive(name, value)?
-                    .try_into()
-                    .map_err(|_| invalid(name, value, "too large"))?
+                self.default_replication_factor = parse_narrow(name, value)?
             }
-            "message.max.bytes" => self.message_max_bytes = parse_positive(name, value)?,
-            "min.insync.replicas" => {
-                self.min_insync_replicas = parse_positive(name, value)?
-                    .try_into()
-                    .map_err(|_| invalid(name, value, "too large"))?
-            }
+            "message.max.bytes" => self.message_max_bytes = parse_count(name, value)?,
+            "min.insync.replicas" => self.min_insync_replicas = parse_narrow(name, value)?,
             "unclean.leader.election.enable" => {
                 self.unclean_leader_election_enable = parse_bool(name, value)?
             }
@@ -522,40 +580,30 @@ impl Config {
                 self.eligible_leader_replicas_enable = parse_bool(name, value)?
             }
             "log.message.timestamp.difference.max.ms" => {
-                self.log_message_timestamp_difference_max_ms = parse_non_negative(name, value)?
+                self.log_message_timestamp_difference_max_ms = parse_bounded(name, value)?
             }
-            "replica.lag.time.max.ms" => {
-                self.replica_lag_time_max_ms = parse_positive(name, value)?
-            }
+            "replica.lag.time.max.ms" => self.replica_lag_time_max_ms = parse_count(name, value)?,
             "replica.fetch.wait.max.ms" => {
-                self.replica_fetch_wait_max_ms = parse(name, value, "a non-negative integer")?
+                self.replica_fetch_wait_max_ms = parse_count(name, value)?
             }
-            "replica.fetch.max.bytes" => {
-                self.replica_fetch_max_bytes = parse_positive(name, value)?
-            }
+            "replica.fetch.max.bytes" => self.replica_fetch_max_bytes = parse_count(name, value)?,
             "broker.session.timeout.ms" => {
-                self.broker_session_timeout_ms = parse_positive(name, value)?
+                self.broker_session_timeout_ms = parse_count(name, value)?
             }
             "broker.heartbeat.interval.ms" => {
-                self.broker_heartbeat_interval_ms = parse_positive(name, value)?
+                self.broker_heartbeat_interval_ms = parse_count(name, value)?
             }
             "controller.address" => self.controller_address = optional_url(name, value)?,
-            "max.connections" => {
-                self.max_connections = parse_positive(name, value)?
-                    .try_into()
-                    .map_err(|_| invalid(name, value, "too large"))?
-            }
-            "connections.max.idle.ms" => {
-                self.connections_max_idle_ms = parse_positive(name, value)?
-            }
+            "max.connections" => self.max_connections = parse_narrow(name, value)?,
+            "connections.max.idle.ms" => self.connections_max_idle_ms = parse_count(name, value)?,
             "tidewater.request.header.timeout.ms" => {
-                self.request_header_timeout_ms = parse_positive(name, value)?
+                self.request_header_timeout_ms = parse_count(name, value)?
             }
             "auto.create.topics.enable" => {
                 self.auto_create_topics_enable = parse_bool(name, value)?
             }
             "replica.high.watermark.checkpoint.interval.ms" => {
-                self.replica_high_watermark_checkpoint_interval_ms = parse_positive(name, value)?
+                self.replica_high_watermark_checkpoint_interval_ms = parse_count(name, value)?
             }
             "tidewater.unsafe.truncate.to.hw.enable" => {
                 self.unsafe_truncate_to_hw_enable = parse_bool(name, value)?
@@ -662,6 +710,9 @@ impl Config {
 pub struct TopicConfig {
     /// `segment.bytes`
     pub segment_bytes: Option<u64>,
+    /// `internal.segment.bytes`: Kafka's internal, testing-only override of `segment.bytes`
+    /// below its 1 MiB minimum, so tests can roll segments with a few records.
+    pub internal_segment_bytes: Option<u64>,
     /// `retention.ms`
     pub retention_ms: Option<i64>,
     /// `retention.bytes`
@@ -747,27 +798,25 @@ impl TopicConfig {
         let mut topic = TopicConfig::default();
         for (name, value) in configs {
             match name.as_str() {
-                "segment.bytes" => topic.segment_bytes = Some(parse_positive(name, value)?),
-                "retention.ms" => topic.retention_ms = Some(parse_retention(name, value)?),
-                "retention.bytes" => topic.retention_bytes = Some(parse_retention(name, value)?),
-                "flush.messages" => topic.flush_messages = Some(parse_positive(name, value)?),
-                "index.interval.bytes" => {
-                    topic.index_interval_bytes = Some(parse_positive(name, value)?)
+                "segment.bytes" => topic.segment_bytes = Some(parse_count(name, value)?),
+                "internal.segment.bytes" => {
+                    topic.internal_segment_bytes = Some(parse_count(name, value)?)
                 }
-                "max.message.bytes" => topic.max_message_bytes = Some(parse_positive(name, value)?),
+                "retention.ms" => topic.retention_ms = Some(parse_bounded(name, value)?),
+                "retention.bytes" => topic.retention_bytes = Some(parse_bounded(name, value)?),
+                "flush.messages" => topic.flush_messages = Some(parse_count(name, value)?),
+                "index.interval.bytes" => {
+                    topic.index_interval_bytes = Some(parse_count(name, value)?)
+                }
+                "max.message.bytes" => topic.max_message_bytes = Some(parse_count(name, value)?),
                 "min.insync.replicas" => {
-                    let n = parse_positive(name, value)?;
-                    topic.min_insync_replicas = Some(
-                        n.try_into()
-                            .map_err(|_| invalid(name, value, "too large"))?,
-                    );
+                    topic.min_insync_replicas = Some(parse_narrow(name, value)?)
                 }
                 "unclean.leader.election.enable" => {
                     topic.unclean_leader_election_enable = Some(parse_bool(name, value)?)
                 }
                 "message.timestamp.difference.max.ms" => {
-                    topic.message_timestamp_difference_max_ms =
-                        Some(parse_non_negative(name, value)?)
+                    topic.message_timestamp_difference_max_ms = Some(parse_bounded(name, value)?)
                 }
                 _ => return Err(ConfigError::Unknown(name.clone())),
             }
@@ -779,7 +828,10 @@ impl TopicConfig {
     pub fn log_config(&self, broker: &Config) -> LogConfig {
         let base = broker.log_config();
         LogConfig {
-            segment_bytes: self.segment_bytes.unwrap_or(base.segment_bytes),
+            segment_bytes: self
+                .internal_segment_bytes
+                .or(self.segment_bytes)
+                .unwrap_or(base.segment_bytes),
             retention_ms: self.retention_ms.unwrap_or(base.retention_ms),
             retention_bytes: self.retention_bytes.unwrap_or(base.retention_bytes),
             flush_messages: self.flush_messages.unwrap_or(base.flush_messages),
@@ -856,6 +908,98 @@ mod tests {
             "{bad}"
         );
         assert!(route_settings(&settings(&[("retention.ms", "soon")])).is_err());
+    }
+
+    /// Applies one setting as a broker setting, or else as a topic-level one.
+    fn apply_one(name: &str, value: &str) -> Result<(), ConfigError> {
+        let one = settings(&[(name, value)]);
+        match Config::from_settings(&one) {
+            Err(ConfigError::Unknown(_)) => TopicConfig::from_map(&one).map(|_| ()),
+            other => other.map(|_| ()),
+        }
+    }
+
+    #[test]
+    fn every_bounded_setting_takes_its_bounds_and_refuses_one_past_them_by_name() {
+        for &(name, min, max) in BOUNDS {
+            assert_eq!(apply_one(name, &min.to_string()), Ok(()), "{name}={min}");
+            assert_eq!(apply_one(name, &max.to_string()), Ok(()), "{name}={max}");
+            for (past, why) in [
+                (i128::from(min) - 1, "at least"),
+                (i128::from(max) + 1, "at most"),
+            ] {
+                let error = apply_one(name, &past.to_string()).unwrap_err();
+                assert!(
+                    matches!(&error, ConfigError::Invalid { name: n, .. } if n == name),
+                    "{name}={past}: {error}"
+                );
+                assert!(error.to_string().contains(why), "{name}={past}: {error}");
+            }
+        }
+    }
+
+    #[test]
+    fn tiny_segments_are_refused_at_kafkas_minimum_on_broker_and_topic() {
+        // Issue 22: segment.bytes=1 rolled a segment per batch until file descriptors ran out.
+        let broker = Config::from_settings(&settings(&[("log.segment.bytes", "1")])).unwrap_err();
+        assert!(
+            broker.to_string().contains("\"log.segment.bytes\""),
+            "{broker}"
+        );
+        assert!(broker.to_string().contains("at least 1048576"), "{broker}");
+        let topic = TopicConfig::from_map(&settings(&[("segment.bytes", "1048575")])).unwrap_err();
+        assert!(topic.to_string().contains("\"segment.bytes\""), "{topic}");
+        let routed = route_settings(&settings(&[("segment.bytes", "1")])).unwrap_err();
+        assert!(routed.to_string().contains("\"segment.bytes\""), "{routed}");
+        let ok = TopicConfig::from_map(&settings(&[("segment.bytes", "1048576")])).unwrap();
+        assert_eq!(ok.log_config(&Config::default()).segment_bytes, 1_048_576);
+        // Above Kafka's INT, and flush.messages above its LONG, are refused too.
+        let big = TopicConfig::from_map(&settings(&[("segment.bytes", "2147483648")]));
+        assert!(big.unwrap_err().to_string().contains("at most 2147483647"));
+        let flush = Config::from_settings(&settings(&[("flush.messages", "18446744073709551615")]));
+        assert!(flush.unwrap_err().to_string().contains("at most"));
+    }
+
+    #[test]
+    fn internal_segment_bytes_overrides_segment_bytes_for_tests_only() {
+        let topic = TopicConfig::from_map(&settings(&[
+            ("segment.bytes", "1048576"),
+            ("internal.segment.bytes", "300"),
+        ]))
+        .unwrap();
+        assert_eq!(topic.log_config(&Config::default()).segment_bytes, 300);
+        // Not a setting of a run: it is internal, as in Kafka.
+        assert_eq!(
+            route_settings(&settings(&[("internal.segment.bytes", "300")])),
+            Err(ConfigError::Unknown("internal.segment.bytes".into()))
+        );
+    }
+
+    #[test]
+    fn stored_values_outside_the_bounds_are_clamped_to_the_nearest_one() {
+        assert_eq!(
+            clamp_to_bounds("segment.bytes", "1").as_deref(),
+            Some("1048576")
+        );
+        assert_eq!(
+            clamp_to_bounds("flush.messages", "18446744073709551615").as_deref(),
+            Some("9223372036854775807")
+        );
+        assert_eq!(clamp_to_bounds("segment.bytes", "1048576"), None);
+        assert_eq!(clamp_to_bounds("segment.bytes", "big"), None);
+        assert_eq!(
+            clamp_to_bounds("unclean.leader.election.enable", "true"),
+            None
+        );
+    }
+
+    #[test]
+    fn configuration_doc_lists_every_bound() {
+        let doc = include_str!("../../docs/configuration.md");
+        for &(name, min, max) in BOUNDS {
+            let row = format!("| `{name}` | {min} | {max} |");
+            assert!(doc.contains(&row), "{row} missing");
+        }
     }
 
     #[test]
@@ -964,12 +1108,12 @@ mod tests {
     fn topic_overrides_replace_only_what_they_name() {
         let broker = Config::default();
         let topic = TopicConfig::from_map(&settings(&[
-            ("segment.bytes", "4096"),
+            ("segment.bytes", "2097152"),
             ("min.insync.replicas", "2"),
         ]))
         .unwrap();
         let log = topic.log_config(&broker);
-        assert_eq!(log.segment_bytes, 4096);
+        assert_eq!(log.segment_bytes, 2_097_152);
         assert_eq!(log.retention_ms, broker.log_retention_ms);
         assert_eq!(topic.min_insync_replicas(&broker), 2);
         let unknown = TopicConfig::from_map(&settings(&[("log.segment.bytes", "1")]));

@@ -206,6 +206,9 @@ impl From<LogError> for ApiError {
                 ErrorKind::KafkaStorageError,
                 format!("log I/O error: {error}"),
             ),
+            error @ LogError::Roll { .. } => {
+                ApiError::new(ErrorKind::KafkaStorageError, error.to_string())
+            }
             LogError::Corrupt(message) => ApiError::new(
                 ErrorKind::KafkaStorageError,
                 format!("corrupt log: {message}"),

@@ -19,7 +19,8 @@
 //! - [`metrics`]: counters and the Prometheus text of `/metrics`.
 //! - [`controller`]: the controller role: cluster metadata, fencing, elections, AlterPartition.
 //! - [`replication`]: leaders, followers, ISR, HW and leader epochs of a broker in a cluster.
-//! - [`storage`]: the segmented, CRC-checked log of one partition and its recovery.
+//! - [`storage`]: the segmented, CRC-checked log of one partition, its recovery, and the
+//!   open-file budget checked at start-up.
 
 pub mod api;
 pub mod bugs;

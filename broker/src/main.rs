@@ -84,6 +84,34 @@ fn check_config(args: &Args) -> ExitCode {
     }
 }
 
+/// Raises the open-file limit and checks, before any log is opened, that the segments in the
+/// log directories fit within it: a broker that cannot hold its logs refuses to start with a
+/// message saying what it needs, instead of starting at its limit and serving nothing.
+fn check_open_files(config: &Config) -> Result<(), String> {
+    use tidewater_broker::storage::open_files;
+    let limit = open_files::raise_open_file_limit()
+        .map_err(|e| format!("cannot read the open-file limit: {e}"))?;
+    let segments = open_files::count_segments(&config.log_dirs)
+        .map_err(|e| format!("cannot count the segments in log.dirs: {e}"))?;
+    open_files::check_budget(segments, limit)?;
+    let with_connections =
+        open_files::files_needed(segments).saturating_add(config.max_connections as u64);
+    if with_connections > limit.soft {
+        tracing::warn!(
+            "{segments} segments and max.connections={} need up to {with_connections} open \
+             files, more than the limit of {}: connections may be refused when it is reached",
+            config.max_connections,
+            limit.soft
+        );
+    }
+    tracing::info!(
+        "open-file limit {} (hard {}), {segments} segments",
+        limit.soft,
+        limit.hard
+    );
+    Ok(())
+}
+
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM handler");
@@ -149,6 +177,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if config.role == Role::Broker {
+        if let Err(error) = check_open_files(&config) {
+            tracing::error!("{error}");
+            eprintln!("tidewater-broker: {error}");
+            return ExitCode::FAILURE;
+        }
+    }
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     match runtime.block_on(serve(config)) {
         Ok(()) => ExitCode::SUCCESS,

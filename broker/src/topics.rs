@@ -323,14 +323,30 @@ fn read_catalog(path: &Path) -> Result<CatalogFile, CatalogError> {
     }
 }
 
+/// Brings a stored topic's numeric configs within Kafka's bounds (see
+/// [`crate::config::BOUNDS`]): a topic created before the bounds existed, say with
+/// `segment.bytes=1`, opens with the nearest bound instead of keeping the broker from starting.
+/// The catalog file takes the new value at its next rewrite.
+fn clamp_stored_configs(topic: &str, configs: &mut BTreeMap<String, String>) {
+    for (name, value) in configs.iter_mut() {
+        if let Some(clamped) = crate::config::clamp_to_bounds(name, value) {
+            tracing::warn!(
+                "topic {topic}: stored {name}={value} is outside Kafka's bounds; using {clamped}"
+            );
+            *value = clamped;
+        }
+    }
+}
+
 /// Opens every partition of a topic. A `fresh` topic first clears any leftover directory of the
 /// same name, so it can never inherit records of an earlier topic.
 fn open_topic(
     config: &Config,
     name: &str,
-    meta: TopicMeta,
+    mut meta: TopicMeta,
     fresh: bool,
 ) -> Result<Topic, CatalogError> {
+    clamp_stored_configs(name, &mut meta.configs);
     let topic_config = TopicConfig::from_map(&meta.configs).map_err(|e| CatalogError::Corrupt {
         path: config.log_dirs[0].join(CATALOG_FILE),
         reason: format!("topic {name}: {e}"),

@@ -596,7 +596,7 @@ async fn restart_keeps_topics_configs_and_records() {
     let mut broker = Broker::start(&log_dir, &[]);
     let client = Client::new(&broker.url);
     client
-        .create_topic("kept", 3, json!({"segment.bytes": "1024"}))
+        .create_topic("kept", 3, json!({"internal.segment.bytes": "1024"}))
         .await;
     client.create_topic("dropped", 1, json!({})).await;
     for batch in 0..20 {
@@ -615,7 +615,10 @@ async fn restart_keeps_topics_configs_and_records() {
         json!({"topics": ["kept"]})
     );
     let (_, described) = client.get("/v1/topics/kept").await;
-    assert_eq!(described["configs"], json!({"segment.bytes": "1024"}));
+    assert_eq!(
+        described["configs"],
+        json!({"internal.segment.bytes": "1024"})
+    );
     assert_eq!(described["partitions"].as_array().unwrap().len(), 3);
     let read = client.read_all("kept", 2, 0).await;
     assert_eq!(read.len(), 100);
@@ -828,7 +831,7 @@ async fn retention_deletes_old_segments_but_never_the_active_one() {
         .create_topic(
             "r",
             1,
-            json!({"segment.bytes": "1024", "retention.bytes": "2048"}),
+            json!({"internal.segment.bytes": "1024", "retention.bytes": "2048"}),
         )
         .await;
     for batch in 0..40 {

@@ -97,7 +97,7 @@ async fn acknowledged_records_survive_kill_and_damaged_tail() {
     let client = Client::new(&broker.url);
     // Small segments, so damage hits the active segment while older ones must stay intact.
     client
-        .create_topic(TOPIC, 1, json!({"segment.bytes": "4096"}))
+        .create_topic(TOPIC, 1, json!({"internal.segment.bytes": "4096"}))
         .await;
     let partition = partition_dir(&log_dir);
     let mut known: Vec<Known> = Vec::new();

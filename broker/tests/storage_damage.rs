@@ -26,7 +26,7 @@ impl Stopped {
         let log_dir = dir.path().join("logs");
         let mut broker = Broker::start(&log_dir, &[]);
         let client = Client::new(&broker.url);
-        let configs = json!({"segment.bytes": "2400", "index.interval.bytes": "500"});
+        let configs = json!({"internal.segment.bytes": "2400", "index.interval.bytes": "500"});
         client.create_topic("t", 1, configs).await;
         for offset in 0..RECORDS {
             client

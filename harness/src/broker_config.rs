@@ -88,6 +88,24 @@ mod tests {
     }
 
     #[test]
+    fn values_outside_kafkas_bounds_are_refused_before_a_run_with_the_settings_name() {
+        // Issue 22: `--set segment.bytes=1` was accepted and wedged the brokers of the run.
+        let binary = find_broker_binary().unwrap();
+        for (name, value, bound) in [
+            ("segment.bytes", "1", "at least 1048576"),
+            ("log.segment.bytes", "1048575", "at least 1048576"),
+            ("max.message.bytes", "2147483648", "at most 2147483647"),
+            ("flush.messages", "0", "at least 1"),
+        ] {
+            let err = check_sets(&binary, &sets(&[(name, value)])).unwrap_err();
+            assert!(
+                err.contains(&format!("\"{name}\"")) && err.contains(bound),
+                "{name}={value}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn the_harness_routes_topic_settings_as_the_broker_schema_does() {
         let binary = find_broker_binary().unwrap();
         let known = check_sets(&binary, &BTreeMap::new())
@@ -102,10 +120,11 @@ mod tests {
             "the harness's topic-level settings are the broker's"
         );
         for name in TOPIC_SETTINGS {
-            let value = if name.ends_with(".enable") {
-                "true"
-            } else {
-                "1"
+            // Each value at its setting's lower bound (Kafka's), which the broker must take.
+            let value = match *name {
+                n if n.ends_with(".enable") => "true",
+                "segment.bytes" => "1048576",
+                _ => "1",
             };
             let routing = check_sets(&binary, &sets(&[(name, value)])).unwrap();
             assert!(routing.topic.contains_key(*name), "{name}: {routing:?}");

@@ -330,7 +330,7 @@ async fn append_standalone(
     let required = (batch.acks == Acks::All).then_some(min_insync_replicas);
     // A topic with `flush.messages` set may fsync inside the append, holding the partition lock
     // for milliseconds: run it off the async worker so other requests are not stalled.
-    let may_fsync = log_config.flush_messages != u64::MAX;
+    let may_fsync = log_config.flush_messages != crate::storage::FLUSH_MESSAGES_NEVER;
     let records = batch.records;
     let appended = run_maybe_blocking(may_fsync, || partition.append(records, required))?;
     let mut high_watermark = appended.offsets.high_watermark;

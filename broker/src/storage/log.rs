@@ -288,6 +288,10 @@ impl Log {
     /// Rolls a new segment when the batch would overflow the active one (by size, or by the
     /// 32-bit relative offsets of the index). The finished segment is sealed and fsynced, and
     /// the recovery point moves to the new segment.
+    ///
+    /// A roll that fails (out of file descriptors, say) changes nothing: the new segment's
+    /// files are removed again and the old segment stays active, so the append is refused
+    /// with [`LogError::Roll`] and the next one retries the roll.
     fn maybe_roll(&mut self, batch_len: u64, next_offset: u64) -> Result<(), LogError> {
         let active = self.active();
         let limit = self.config.segment_bytes.min(u64::from(u32::MAX));
@@ -297,13 +301,39 @@ impl Log {
             return Ok(());
         }
         let base_offset = self.log_end_offset;
-        self.active_mut().seal(base_offset)?;
-        let interval = self.config.index_interval_bytes;
-        let segment = Segment::create(&self.dir, base_offset, interval)?;
-        sync_dir(&self.dir)?;
+        let segment = self
+            .start_segment(base_offset)
+            .map_err(|source| LogError::Roll {
+                base_offset,
+                source,
+            })?;
         self.segments.insert(base_offset, segment);
         self.recovery_point = base_offset;
-        self.save_recovery_point()
+        // The roll is done: failing the append now would leave the producer unsure whether
+        // it was written. A stale recovery point on disk only widens the next recovery.
+        if let Err(e) = self.save_recovery_point() {
+            tracing::warn!(dir = %self.dir.display(), "saving the recovery point after a roll: {e}");
+        }
+        Ok(())
+    }
+
+    /// The new segment of a roll at `base_offset`, its files created and made durable and the
+    /// active segment sealed; on failure, nothing of the new segment is left on disk.
+    fn start_segment(&mut self, base_offset: u64) -> std::io::Result<Segment> {
+        let interval = self.config.index_interval_bytes;
+        let segment = Segment::create(&self.dir, base_offset, interval).map_err(into_io)?;
+        // Sealing last: a seal that fails leaves the active segment appendable (see seal).
+        let ready =
+            sync_dir(&self.dir).and_then(|()| self.active_mut().seal(base_offset).map_err(into_io));
+        match ready {
+            Ok(()) => Ok(segment),
+            Err(error) => {
+                if let Err(e) = segment.delete() {
+                    tracing::warn!(dir = %self.dir.display(), "removing the unfinished segment {base_offset}: {e}");
+                }
+                Err(error)
+            }
+        }
     }
 
     /// Records with offsets in [`offset`, `max_offset`), about `max_bytes` of them (at least one
@@ -496,7 +526,9 @@ impl Log {
     /// directory, so a full disk or a damaged segment shows in the broker's log and not only
     /// in the answer to one client.
     fn logged<T>(&self, operation: &str, result: Result<T, LogError>) -> Result<T, LogError> {
-        if let Err(error @ (LogError::Io(_) | LogError::Corrupt(_))) = &result {
+        if let Err(error @ (LogError::Io(_) | LogError::Corrupt(_) | LogError::Roll { .. })) =
+            &result
+        {
             tracing::warn!(dir = %self.dir.display(), "log {operation} failed: {error}");
         }
         result
@@ -817,6 +849,14 @@ fn load_epochs(dir: &Path) -> (LeaderEpochCache, bool) {
 
 /// Lists segment base offsets in `dir` (sorted), removing leftovers of interrupted operations:
 /// temporary checkpoint files and index files without a log file.
+/// The I/O error inside a storage error (a roll only meets I/O errors).
+fn into_io(error: LogError) -> std::io::Error {
+    match error {
+        LogError::Io(e) => e,
+        other => std::io::Error::other(other.to_string()),
+    }
+}
+
 fn scan_dir(dir: &Path) -> Result<Vec<u64>, LogError> {
     let mut logs = Vec::new();
     let mut indexes = Vec::new();
@@ -1190,6 +1230,63 @@ mod tests {
         assert_eq!(read_all(&log), expected(0..30));
         fill(&mut log, 1, 0);
         assert_eq!(read_all(&log), expected(0..31));
+    }
+
+    #[test]
+    fn a_roll_that_cannot_open_its_index_leaves_no_file_and_appends_resume() {
+        // Issue 22: the `.log` of a failed roll stayed behind, and every later roll of the
+        // partition failed with "File exists" for good.
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 1, // every batch rolls
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir.path(), config.clone()).unwrap();
+        fill(&mut log, 3, 0);
+        let before = log.segments.keys().copied().collect::<Vec<_>>();
+        // A directory where the next `.index` goes makes opening it fail, as EMFILE would.
+        let blocker = dir.path().join(segment::index_file_name(3));
+        fs::create_dir(&blocker).unwrap();
+        for _ in 0..2 {
+            let refused = log.append(vec![record("x", 1)], 0).unwrap_err();
+            assert!(
+                matches!(refused, LogError::Roll { base_offset: 3, .. }),
+                "{refused:?}"
+            );
+            assert!(refused.to_string().contains("nothing was written"));
+            assert!(
+                !segment_path(dir.path(), 3).exists(),
+                "half-created segment left"
+            );
+            assert_eq!(log.log_end_offset(), 3);
+            assert_eq!(log.segments.keys().copied().collect::<Vec<_>>(), before);
+        }
+        // Resources return: the same append rolls and succeeds.
+        fs::remove_dir(&blocker).unwrap();
+        fill(&mut log, 2, 0);
+        assert_eq!(read_all(&log), expected(0..5));
+        drop(log);
+        let log = Log::open(dir.path(), config).unwrap();
+        assert_eq!(read_all(&log), expected(0..5));
+        assert_eq!(log.segment_count(), 5);
+    }
+
+    #[test]
+    fn a_segment_sealed_by_a_failed_roll_takes_appends_and_reopens_with_its_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        fill(&mut log, 2, 0);
+        // What a roll does before it fails at the last step: the active segment is sealed.
+        let leo = log.log_end_offset();
+        log.active_mut().seal(leo).unwrap();
+        log.active_mut().seal(leo).unwrap();
+        let sealed_entries = log.active().index_len();
+        assert_eq!(sealed_entries, 1, "sealing twice adds one entry");
+        fill(&mut log, 1, 0);
+        assert_eq!(read_all(&log), expected(0..3));
+        drop(log);
+        let log = Log::open(dir.path(), small_config()).unwrap();
+        assert_eq!(read_all(&log), expected(0..3));
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! - [`checkpoint`]: small checkpoint files replaced atomically.
 //! - [`clean_shutdown`]: the clean-shutdown marker that tells a restart from a crash (KIP-966).
 //! - [`log`]: [`Log`], a partition's segments, offsets, recovery, retention and truncation.
+//! - [`open_files`]: the open-file budget: raise `RLIMIT_NOFILE`, count segments, refuse to
+//!   start when they cannot all be held open.
 //!
 //! `docs/storage.md` describes the on-disk format, the recovery rules and the retention rules.
 
@@ -16,6 +18,7 @@ pub mod checkpoint;
 pub mod clean_shutdown;
 pub mod epoch;
 mod log;
+pub mod open_files;
 pub mod segment;
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +26,10 @@ use serde::{Deserialize, Serialize};
 pub use checkpoint::write_atomically;
 pub use epoch::{EpochEntry, LeaderEpochCache};
 pub use log::Log;
+
+/// `flush.messages` of a log that never fsyncs on append: Kafka's default, `Long.MAX_VALUE`
+/// (also the largest value the setting takes).
+pub const FLUSH_MESSAGES_NEVER: u64 = i64::MAX as u64;
 
 /// Per-partition log settings, with Kafka's names and defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,8 +43,8 @@ pub struct LogConfig {
     /// `log.retention.bytes`: oldest segments are deleted while the log stays at least this
     /// large without them; -1 = unlimited (default).
     pub retention_bytes: i64,
-    /// `flush.messages`: fsync after this many appended records; default `u64::MAX` (Kafka's
-    /// Long.MAX_VALUE), i.e. never per append: durability comes from replication.
+    /// `flush.messages`: fsync after this many appended records; default
+    /// [`FLUSH_MESSAGES_NEVER`], i.e. never per append: durability comes from replication.
     pub flush_messages: u64,
     /// `index.interval.bytes`: bytes of batches between two offset index entries. Default 4096.
     pub index_interval_bytes: u64,
@@ -52,7 +59,7 @@ impl Default for LogConfig {
             segment_bytes: 1024 * 1024 * 1024,
             retention_ms: 7 * 24 * 60 * 60 * 1000,
             retention_bytes: -1,
-            flush_messages: u64::MAX,
+            flush_messages: FLUSH_MESSAGES_NEVER,
             index_interval_bytes: 4096,
             max_message_bytes: 1024 * 1024 + 12,
         }
@@ -129,6 +136,17 @@ pub enum LogError {
     /// The file system failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A new segment could not be started (typically: the process is out of file
+    /// descriptors). Nothing of the batch was written and no file of the new segment is left
+    /// behind, so the same append succeeds once the files can be opened (Kafka's
+    /// KAFKA_STORAGE_ERROR).
+    #[error("cannot roll a new segment at offset {base_offset}: {source}; nothing was written")]
+    Roll {
+        /// Base offset the new segment would have had (the LEO).
+        base_offset: u64,
+        /// What the file system said.
+        source: std::io::Error,
+    },
     /// Stored data failed verification; nothing of it is served.
     #[error("corrupt log data: {0}")]
     Corrupt(String),

@@ -143,7 +143,9 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Creates a new, empty segment (fails if its files exist).
+    /// Creates a new, empty segment (fails if its `.log` exists). When it fails, neither file
+    /// is left behind: a `.log` without its segment would make every later attempt fail with
+    /// "File exists" (issue 22: a roll that ran out of file descriptors wedged the partition).
     pub fn create(
         dir: &Path,
         base_offset: u64,
@@ -156,12 +158,23 @@ impl Segment {
             .write(true)
             .create_new(true)
             .open(&log_path)?;
-        let index_file = OpenOptions::new()
+        let opened = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&index_path)?;
+            .open(&index_path);
+        let index_file = match opened {
+            Ok(file) => file,
+            Err(error) => {
+                drop(log);
+                // The `.log` is ours (create_new) and empty; an `.index` never got created.
+                if let Err(e) = fs::remove_file(&log_path) {
+                    tracing::warn!(segment = %log_path.display(), "removing a half-created segment: {e}");
+                }
+                return Err(LogError::Io(error));
+            }
+        };
         Ok(Segment {
             base_offset,
             log,
@@ -448,10 +461,18 @@ impl Segment {
 
     /// Seals a segment that will get no more appends: a final index entry at the end of the
     /// file (records the largest timestamp), then fsync of both files.
+    ///
+    /// Sealing twice adds one entry, and a segment whose roll failed after its seal takes
+    /// appends again: the sealing entry then indexes the next batch, which starts there.
     pub fn seal(&mut self, next_offset: u64) -> Result<(), LogError> {
-        if self.size_bytes > 0 {
+        let sealed = self
+            .index_read()
+            .last()
+            .is_some_and(|e| u64::from(e.position) == self.size_bytes);
+        if self.size_bytes > 0 && !sealed {
             let entry = self.sealing_entry(next_offset, self.max_timestamp_ms);
             self.push_index_entry(entry)?;
+            self.bytes_since_index_entry = 0;
         }
         self.sync()
     }
