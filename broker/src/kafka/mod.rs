@@ -197,7 +197,7 @@ pub fn reply<T: Encodable + HeaderVersion + Send + 'static>(body: T) -> Reply {
 /// Decodes the header, dispatches, and encodes the answer with its header. `frame` is one
 /// request without its size prefix; `Ok(None)` means no answer is due (acks=0), an error
 /// means the connection is to be closed.
-pub async fn handle_frame(
+async fn handle_frame(
     mut frame: Bytes,
     context: &KafkaContext,
 ) -> Result<Option<Bytes>, ConnectionError> {
