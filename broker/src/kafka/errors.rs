@@ -67,6 +67,9 @@ pub fn of_group(error: &GroupError) -> (i16, String) {
 pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 /// FETCH_SESSION_ID_NOT_FOUND: this broker creates no fetch sessions (KIP-227).
 pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+/// CORRUPT_MESSAGE, for a produced batch whose size or CRC is wrong (Kafka's
+/// `CorruptRecordException`); nothing outside the Kafka listener sees raw batches.
+pub const CORRUPT_MESSAGE: i16 = 2;
 
 #[cfg(test)]
 mod tests {
@@ -112,5 +115,7 @@ mod tests {
                 .collect();
             assert_eq!(their_name, ours, "{}", kind.name());
         }
+        let corrupt = ResponseError::try_from_code(CORRUPT_MESSAGE).unwrap();
+        assert_eq!(format!("{corrupt:?}"), "CorruptMessage");
     }
 }

@@ -9,16 +9,23 @@
 //! - [`records`]: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords;
 //! - [`admin`]: Metadata, CreateTopics, DeleteTopics;
 //! - [`groups`]: the consumer group APIs.
+//! - [`schema`]: each served request's fields per version, for [`bounds`];
+//! - [`bounds`]: the pass that bounds every count in a request body by the bytes that remain
+//!   before the crate decodes it (issue 22: the crate pre-allocates from wire counts);
+//! - [`batch_bounds`]: the same for a produced record batch's record and header counts.
 //!
 //! As in Kafka, a connection's requests are handled one at a time and answered in order; a
 //! frame larger than `socket.request.max.bytes`, an unknown API key, an unsupported version
 //! (other than ApiVersions, which answers UNSUPPORTED_VERSION with the list) or a request
-//! that does not decode closes the connection.
+//! that does not decode (or whose counts exceed its bytes) closes the connection.
 
 pub mod admin;
+pub mod batch_bounds;
+pub mod bounds;
 pub mod errors;
 pub mod groups;
 pub mod records;
+pub mod schema;
 pub mod versions;
 
 use std::sync::Arc;
@@ -187,11 +194,19 @@ pub fn reply<T: Encodable + HeaderVersion + Send + 'static>(body: T) -> Reply {
     Reply::Body(Box::new(body))
 }
 
-/// Decodes the header, dispatches, and encodes the answer with its header.
+/// Decodes the header, dispatches, and encodes the answer with its header. `frame` is one
+/// request without its size prefix; `Ok(None)` means no answer is due (acks=0), an error
+/// means the connection is to be closed.
 async fn handle_frame(
     mut frame: Bytes,
     context: &KafkaContext,
 ) -> Result<Option<Bytes>, ConnectionError> {
+    if frame.len() < 8 {
+        return Err(protocol(format!(
+            "a request of {} bytes has no room for its header",
+            frame.len()
+        )));
+    }
     let api_key = i16::from_be_bytes([frame[0], frame[1]]);
     let api_version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -216,6 +231,11 @@ async fn handle_frame(
     let header_version = key.request_header_version(api_version);
     let header = RequestHeader::decode(&mut frame, header_version)
         .map_err(|e| protocol(format!("cannot decode the request header: {e}")))?;
+    // Every served API is described; the walk bounds each count the crate will trust.
+    let schema = schema::request_schema(key)
+        .ok_or_else(|| protocol(format!("{key:?} has no request description")))?;
+    bounds::check_request(schema, api_version, &frame)
+        .map_err(|e| protocol(format!("refusing {key:?} v{api_version}: {e}")))?;
     let mut request = Request {
         header,
         body: frame,

@@ -25,7 +25,10 @@ use kafka_protocol::records::{
     TimestampType, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 
-use super::errors::{code, of, FETCH_SESSION_ID_NOT_FOUND, UNSUPPORTED_COMPRESSION_TYPE};
+use super::batch_bounds::{self, BatchRefusal};
+use super::errors::{
+    code, of, CORRUPT_MESSAGE, FETCH_SESSION_ID_NOT_FOUND, UNSUPPORTED_COMPRESSION_TYPE,
+};
 use super::{
     partition_index, reply, topic_text, wire, ConnectionError, KafkaContext, Reply, Request,
 };
@@ -54,10 +57,13 @@ fn refused(code: i16, message: impl Into<String>) -> Refused {
 /// Decodes one partition's `records` of a produce into storage records: exactly one v2 batch
 /// (as Kafka requires of produce v3+), no idempotent or transactional producer state, no
 /// control records, no headers and no null values (this broker stores neither), and a
-/// compression this build decodes.
+/// compression this build decodes. The batch's header and its records are bounded first
+/// ([`batch_bounds`]), so the crate's decoder never reserves room for counts the bytes do
+/// not hold.
 fn decode_produce_records(records: &Bytes) -> Result<Vec<Record>, Refused> {
     let invalid = |message: String| refused(code(ErrorKind::InvalidRecord), message);
-    // The batch header's attributes (bytes 21..23 of a v2 batch) name its compression.
+    // The batch header's attributes (bytes 21..23 of a v2 batch) name its compression; a
+    // codec this build cannot decode is answered as such before anything else is checked.
     if records.len() >= 23 && records[16] == 2 {
         let compression = i16::from_be_bytes([records[21], records[22]]) & 0x7;
         if compression == Compression::Lz4 as i16 || compression == Compression::Zstd as i16 {
@@ -67,8 +73,30 @@ fn decode_produce_records(records: &Bytes) -> Result<Vec<Record>, Refused> {
             ));
         }
     }
+    let header = batch_bounds::check_header(records).map_err(refusal)?;
+    if header.size != records.len() {
+        return Err(invalid(
+            "a produce must carry exactly one record batch per partition".into(),
+        ));
+    }
+    // The records are checked where the crate hands them over, after decompression, since a
+    // compressed batch's counts can only be checked against its uncompressed bytes.
+    let records_refusal = std::cell::RefCell::new(None);
+    let checked = |raw: &mut Bytes, compression: Compression| -> anyhow::Result<Bytes> {
+        let plain = decompress(raw, compression)?;
+        batch_bounds::check_records(&plain, header.record_count).map_err(|r| {
+            let message = format!("{r:?}");
+            *records_refusal.borrow_mut() = Some(r);
+            anyhow::anyhow!(message)
+        })?;
+        Ok(plain)
+    };
     let mut buf = records.clone();
-    let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| {
+    let decoded = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(checked));
+    if let Some(r) = records_refusal.take() {
+        return Err(refusal(r));
+    }
+    let set = decoded.map_err(|e| {
         invalid(format!(
             "cannot decode the record batch (one v2 batch expected; message format v0/v1 is \
              not served): {e}"
@@ -116,6 +144,26 @@ fn decode_produce_records(records: &Bytes) -> Result<Vec<Record>, Refused> {
             })
         })
         .collect()
+}
+
+/// A batch refusal as Kafka answers it.
+fn refusal(refusal: BatchRefusal) -> Refused {
+    match refusal {
+        BatchRefusal::Corrupt(message) => refused(CORRUPT_MESSAGE, message),
+        BatchRefusal::Invalid(message) => refused(code(ErrorKind::InvalidRecord), message),
+    }
+}
+
+/// A batch's records as the crate would decompress them (uncompressed: the bytes as given).
+fn decompress(raw: &mut Bytes, compression: Compression) -> anyhow::Result<Bytes> {
+    use kafka_protocol::compression::{Decompressor, Gzip, Snappy};
+    let whole = |plain: &mut Bytes| Ok(std::mem::take(plain));
+    match compression {
+        Compression::None => Ok(std::mem::take(raw)),
+        Compression::Gzip => Gzip::decompress(raw, whole),
+        Compression::Snappy => Snappy::decompress(raw, whole),
+        other => anyhow::bail!("{other:?} batches are not decoded here"),
+    }
 }
 
 fn acks_of(acks: i16) -> Option<Acks> {
