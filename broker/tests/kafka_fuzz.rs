@@ -862,3 +862,68 @@ fn plain_batch(rng: &mut StdRng) -> Vec<u8> {
     RecordBatchEncoder::encode(&mut buf, &[record], &options).unwrap();
     buf.to_vec()
 }
+
+/// Issue 22 item 3: a compressed batch is held to `max.message.bytes` of *uncompressed*
+/// records. A gzip batch of 16 MiB of zeros (about 16 KiB on the wire) was decompressed whole
+/// and appended, its compressed size checked; it is MESSAGE_TOO_LARGE now, nothing appended,
+/// and the same records compressed within the limit are still accepted.
+#[test]
+fn issue_22_a_gzip_bomb_is_message_too_large_and_appends_nothing() {
+    let broker = InProcessBroker::start();
+    let produce = |value_bytes: usize| {
+        let record = Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: 1_000,
+            key: None,
+            value: Some(Bytes::from(vec![0u8; value_bytes])),
+            headers: IndexMap::new(),
+            delete_horizon: false,
+        };
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::Gzip,
+        };
+        let mut batch = BytesMut::new();
+        RecordBatchEncoder::encode(&mut batch, &[record], &options).unwrap();
+        let wire_bytes = batch.len();
+        let partition = produce_request::PartitionProduceData::default()
+            .with_index(0)
+            .with_records(Some(batch.freeze()));
+        let request = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![produce_request::TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_data(vec![partition])]);
+        let answer: ProduceResponse = broker
+            .call(ApiKey::Produce, 8, &request)
+            .expect("an answer");
+        (
+            wire_bytes,
+            answer.responses[0].partition_responses[0].clone(),
+        )
+    };
+    let (wire_bytes, bomb) = produce(16 << 20);
+    assert!(
+        wire_bytes < 100_000,
+        "the bomb is small on the wire: {wire_bytes}"
+    );
+    assert_eq!(bomb.error_code, 10, "MESSAGE_TOO_LARGE: {bomb:?}");
+    assert!(
+        bomb.error_message
+            .as_ref()
+            .is_some_and(|m| m.contains("decompressed")),
+        "{bomb:?}"
+    );
+    assert_eq!(latest_offset(&broker, "t"), 0, "nothing was appended");
+    let (_, fits) = produce(100_000);
+    assert_eq!(fits.error_code, 0, "{fits:?}");
+    assert_eq!(latest_offset(&broker, "t"), 1);
+}

@@ -12,7 +12,8 @@
 //! - [`schema`]: each served request's fields per version, for [`bounds`];
 //! - [`bounds`]: the pass that bounds every count in a request body by the bytes that remain
 //!   before the crate decodes it (issue 22: the crate pre-allocates from wire counts);
-//! - [`batch_bounds`]: the same for a produced record batch's record and header counts.
+//! - [`batch_bounds`]: the same for a produced record batch's record and header counts;
+//! - [`decompress`]: a batch's records decompressed streaming, capped at `max.message.bytes`.
 //!
 //! As in Kafka, a connection's requests are handled one at a time and answered in order; a
 //! frame larger than `socket.request.max.bytes`, an unknown API key, an unsupported version
@@ -22,6 +23,7 @@
 pub mod admin;
 pub mod batch_bounds;
 pub mod bounds;
+pub mod decompress;
 pub mod errors;
 pub mod groups;
 pub mod records;

@@ -26,6 +26,7 @@ use kafka_protocol::records::{
 };
 
 use super::batch_bounds::{self, BatchRefusal};
+use super::decompress::{decompress_capped, DecompressError};
 use super::errors::{
     code, of, CORRUPT_MESSAGE, FETCH_SESSION_ID_NOT_FOUND, UNSUPPORTED_COMPRESSION_TYPE,
 };
@@ -60,7 +61,7 @@ fn refused(code: i16, message: impl Into<String>) -> Refused {
 /// compression this build decodes. The batch's header and its records are bounded first
 /// ([`batch_bounds`]), so the crate's decoder never reserves room for counts the bytes do
 /// not hold.
-fn decode_produce_records(records: &Bytes) -> Result<Vec<Record>, Refused> {
+fn decode_produce_records(records: &Bytes, max_message_bytes: u64) -> Result<Vec<Record>, Refused> {
     let invalid = |message: String| refused(code(ErrorKind::InvalidRecord), message);
     // The batch header's attributes (bytes 21..23 of a v2 batch) name its compression; a
     // codec this build cannot decode is answered as such before anything else is checked.
@@ -83,10 +84,15 @@ fn decode_produce_records(records: &Bytes) -> Result<Vec<Record>, Refused> {
     // compressed batch's counts can only be checked against its uncompressed bytes.
     let records_refusal = std::cell::RefCell::new(None);
     let checked = |raw: &mut Bytes, compression: Compression| -> anyhow::Result<Bytes> {
-        let plain = decompress(raw, compression)?;
+        let plain = decompress_capped(&std::mem::take(raw), compression, max_message_bytes)
+            .map_err(|e| {
+                let message = e.to_string();
+                *records_refusal.borrow_mut() = Some(decompress_refusal(e));
+                anyhow::anyhow!(message)
+            })?;
         batch_bounds::check_records(&plain, header.record_count).map_err(|r| {
             let message = format!("{r:?}");
-            *records_refusal.borrow_mut() = Some(r);
+            *records_refusal.borrow_mut() = Some(refusal(r));
             anyhow::anyhow!(message)
         })?;
         Ok(plain)
@@ -94,7 +100,7 @@ fn decode_produce_records(records: &Bytes) -> Result<Vec<Record>, Refused> {
     let mut buf = records.clone();
     let decoded = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(checked));
     if let Some(r) = records_refusal.take() {
-        return Err(refusal(r));
+        return Err(r);
     }
     let set = decoded.map_err(|e| {
         invalid(format!(
@@ -154,15 +160,13 @@ fn refusal(refusal: BatchRefusal) -> Refused {
     }
 }
 
-/// A batch's records as the crate would decompress them (uncompressed: the bytes as given).
-fn decompress(raw: &mut Bytes, compression: Compression) -> anyhow::Result<Bytes> {
-    use kafka_protocol::compression::{Decompressor, Gzip, Snappy};
-    let whole = |plain: &mut Bytes| Ok(std::mem::take(plain));
-    match compression {
-        Compression::None => Ok(std::mem::take(raw)),
-        Compression::Gzip => Gzip::decompress(raw, whole),
-        Compression::Snappy => Snappy::decompress(raw, whole),
-        other => anyhow::bail!("{other:?} batches are not decoded here"),
+/// A decompression failure as Kafka answers it.
+fn decompress_refusal(error: DecompressError) -> Refused {
+    let message = error.to_string();
+    match error {
+        DecompressError::TooLarge { .. } => refused(code(ErrorKind::MessageTooLarge), message),
+        DecompressError::Corrupt(_) => refused(CORRUPT_MESSAGE, message),
+        DecompressError::Unsupported(_) => refused(UNSUPPORTED_COMPRESSION_TYPE, message),
     }
 }
 
@@ -227,7 +231,15 @@ pub async fn produce(
                 let Some(records) = &p.records else {
                     return fail(code(ErrorKind::InvalidRecord), "no records".into());
                 };
-                let records_vec = match decode_produce_records(records) {
+                // The cap on the records once decompressed: the topic's max.message.bytes
+                // (the broker's for a topic that does not exist; the produce then fails).
+                let max_message_bytes = broker
+                    .topics
+                    .get(&name)
+                    .map_or(broker.config.message_max_bytes, |t| {
+                        t.config.log_config(&broker.config).max_message_bytes
+                    });
+                let records_vec = match decode_produce_records(records, max_message_bytes) {
                     Ok(records) => records,
                     Err(refused) => return fail(refused.code, refused.message),
                 };
