@@ -20,13 +20,17 @@ pub mod head;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::Request;
+use axum::http::header::CONNECTION;
+use axum::http::HeaderValue;
 use axum::response::Response;
 use axum::Router;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::service::Service;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -180,12 +184,58 @@ impl Service<hyper::Request<Incoming>> for TrackedService {
 
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
         let in_flight = self.activity.request_started();
-        let request: Request = request.map(axum::body::Body::new);
+        let body_ended = Arc::new(AtomicBool::new(request.body().is_end_stream()));
+        let request: Request = request.map(|body| {
+            axum::body::Body::new(EndTracked {
+                inner: body,
+                ended: body_ended.clone(),
+            })
+        });
         let response = self.inner.call(request);
         Box::pin(async move {
-            let response = response.await;
+            let Ok(mut response) = response.await;
+            if !body_ended.load(Ordering::SeqCst) {
+                // Answered before its body was read (a 413 for an announced length, an unknown
+                // topic): the connection closes after the answer, since the rest of the body
+                // cannot be told from the next request without reading it. Saying so keeps
+                // the client from sending its next request on a connection about to close.
+                response
+                    .headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
             drop(in_flight);
-            response
+            Ok(response)
         })
+    }
+}
+
+/// A request body that records when it has been read to its end.
+struct EndTracked {
+    inner: Incoming,
+    /// Set once the last frame was read.
+    ended: Arc<AtomicBool>,
+}
+
+impl hyper::body::Body for EndTracked {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if frame.is_none() || self.inner.is_end_stream() {
+            self.ended.store(true, Ordering::SeqCst);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
