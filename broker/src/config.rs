@@ -6,7 +6,7 @@
 //! does not parse fails start-up with a message naming the setting.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -146,6 +146,15 @@ pub struct Config {
     /// `tidewater.bug.*`: deliberate bugs for `tidewater detect`, settable only in a build
     /// with the `deliberate-bugs` feature (see [`crate::bugs`]).
     pub bugs: crate::bugs::Bugs,
+    /// `max.connections.per.ip`: connections one IP address may hold open, over both front
+    /// doors together, so that one client cannot take every `max.connections` slot; a
+    /// connection over it is closed at once (Kafka's name, default and behaviour).
+    pub max_connections_per_ip: u32,
+    /// `max.connections.per.ip.overrides`: per-address exceptions to `max.connections.per.ip`.
+    pub max_connections_per_ip_overrides: BTreeMap<IpAddr, u32>,
+    /// `tidewater.request.body.timeout.ms`: once a request has begun, the rest of it (an HTTP
+    /// body, a Kafka frame) must arrive within this, else the connection is closed.
+    pub request_body_timeout_ms: u64,
 }
 
 impl Default for Config {
@@ -187,6 +196,9 @@ impl Default for Config {
             unsafe_truncate_to_hw_enable: false,
             unsafe_serve_lagging_hw_enable: false,
             bugs: crate::bugs::Bugs::default(),
+            max_connections_per_ip: i32::MAX as u32,
+            max_connections_per_ip_overrides: BTreeMap::new(),
+            request_body_timeout_ms: 30_000,
         }
     }
 }
@@ -245,6 +257,9 @@ pub const SETTINGS: &[Setting] = &[
     setting("socket.request.max.bytes", "104857600", "Largest Kafka request frame accepted; a larger size prefix closes the connection before the body is read (Kafka's name and default)."),
     setting("controller.address", "", "Base URL of the controller (`http://HOST:PORT`); empty = a single broker without controller."),
     setting("auto.create.topics.enable", "false", "Produce to an unknown topic creates it with the defaults. Off here (Kafka: on) so a mistyped topic fails loudly in a test instead of creating a new topic."),
+    setting("max.connections.per.ip", "2147483647", "Connections one IP address may have open, HTTP and Kafka listeners together; a new connection over it is closed at once, unanswered (Kafka's name, default and behaviour). Set it below `max.connections` so that one client cannot take every slot; 0 admits only the addresses in the overrides."),
+    setting("max.connections.per.ip.overrides", "", "Per-address exceptions to `max.connections.per.ip`, `IP:COUNT` separated by commas, e.g. `127.0.0.1:200,10.0.0.7:0` (Kafka's name; host names are resolved once at start-up)."),
+    setting("tidewater.request.body.timeout.ms", "30000", "Once a request has begun, the rest of it must arrive within this, else the connection is closed unanswered: an HTTP body (`Content-Length`) counted from the end of its head, a Kafka request frame from the first byte of its size prefix (Tidewater's own: Kafka has no such deadline, and `connections.max.idle.ms` let a stalled request hold its connection for 10 minutes; 30 s is Kafka's client `request.timeout.ms`, after which the client has given up on the request anyway)."),
 ];
 
 fn parse<T: FromStr>(name: &str, value: &str, expected: &str) -> Result<T, ConfigError> {
@@ -448,6 +463,25 @@ fn optional_url(name: &str, value: &str) -> Result<Option<String>, ConfigError> 
     Ok(Some(url.to_string()))
 }
 
+/// `IP:COUNT,...` (`max.connections.per.ip.overrides`); a host name in place of the IP is
+/// resolved now, to its first address, as Kafka resolves it when the setting is read.
+fn parse_ip_counts(name: &str, value: &str) -> Result<BTreeMap<IpAddr, u32>, ConfigError> {
+    let mut counts = BTreeMap::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (host, count) = entry
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(name, value, "expected IP:COUNT, e.g. 127.0.0.1:200"))?;
+        let count: u32 = parse(name, count, "a non-negative connection count")?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let ip = match host.parse::<IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => parse_listener(name, &format!("{host}:0"))?.ip(),
+        };
+        counts.insert(ip, count);
+    }
+    Ok(counts)
+}
+
 /// Longest host name DNS allows.
 const HOST_NAME_LEN_MAX: usize = 253;
 
@@ -531,6 +565,15 @@ impl Config {
             (None, None, Some(hours)) => hours.saturating_mul(60 * minute_ms),
             (None, None, None) => config.log_retention_ms,
         };
+        if config.max_connections_per_ip == 0 && config.max_connections_per_ip_overrides.is_empty()
+        {
+            // Kafka refuses this too: it would admit no client at all.
+            return Err(invalid(
+                "max.connections.per.ip",
+                "0",
+                "0 admits no connection unless max.connections.per.ip.overrides names some addresses",
+            ));
+        }
         Ok(config)
     }
 
@@ -610,6 +653,15 @@ impl Config {
             }
             "tidewater.unsafe.serve.lagging.hw.enable" => {
                 self.unsafe_serve_lagging_hw_enable = parse_bool(name, value)?
+            }
+            "max.connections.per.ip" => {
+                self.max_connections_per_ip = parse(name, value, "a non-negative integer")?
+            }
+            "max.connections.per.ip.overrides" => {
+                self.max_connections_per_ip_overrides = parse_ip_counts(name, value)?
+            }
+            "tidewater.request.body.timeout.ms" => {
+                self.request_body_timeout_ms = parse_positive(name, value)?
             }
             _ => return self.apply_bug(name, value),
         }
@@ -1140,6 +1192,34 @@ mod tests {
             Config::from_settings(&settings(&[(short, "true")])),
             Err(ConfigError::Unknown(short.to_string()))
         );
+    }
+
+    #[test]
+    fn per_ip_overrides_are_ip_count_pairs_and_zero_needs_them() {
+        let config = Config::from_settings(&settings(&[
+            ("max.connections.per.ip", "0"),
+            ("max.connections.per.ip.overrides", "127.0.0.2:200, [::1]:3"),
+        ]))
+        .unwrap();
+        let expected = BTreeMap::from([
+            ("127.0.0.2".parse().unwrap(), 200),
+            ("::1".parse().unwrap(), 3),
+        ]);
+        assert_eq!(config.max_connections_per_ip_overrides, expected);
+        let named = settings(&[("max.connections.per.ip.overrides", "localhost:7")]);
+        let named = Config::from_settings(&named).unwrap();
+        let (ip, count) = named
+            .max_connections_per_ip_overrides
+            .into_iter()
+            .next()
+            .unwrap();
+        assert!(ip.is_loopback() && count == 7, "{ip} {count}");
+        for bad in ["127.0.0.1", "127.0.0.1:x", "127.0.0.1:-1"] {
+            let one = settings(&[("max.connections.per.ip.overrides", bad)]);
+            assert!(Config::from_settings(&one).is_err(), "{bad:?} accepted");
+        }
+        let zero = Config::from_settings(&settings(&[("max.connections.per.ip", "0")]));
+        assert!(zero.is_err());
     }
 
     #[test]

@@ -124,16 +124,17 @@ pub async fn run_with_kafka(
         broker.clone(),
         crate::group::CoordinatorConfig::default(),
     );
+    // One set of limits for both front doors: `max.connections.per.ip` counts them together.
+    let limits = crate::http::ConnectionLimits::from_config(&broker.config);
     let kafka_task = kafka.zip(kafka_advertised).map(|(listener, advertised)| {
         let context = crate::kafka::KafkaContext {
             broker: broker.clone(),
             coordinator: coordinator.clone(),
             advertised,
         };
-        tokio::spawn(crate::kafka::serve(listener, context))
+        tokio::spawn(crate::kafka::serve(listener, context, limits.clone()))
     });
     let app = crate::api::router(broker.clone(), coordinator);
-    let limits = crate::http::ConnectionLimits::from_config(&broker.config);
     crate::http::serve(listener, app, limits, async move {
         shutdown.await;
         let _ = stop.send(true);

@@ -282,7 +282,9 @@ async fn bad_group_requests_get_clear_errors() {
         (status, answer["error"].as_str()),
         (409, Some("UNKNOWN_MEMBER_ID"))
     );
-    // A client outside the group commits with generation -1 while the group is Empty.
+    // A client outside the group commits with generation -1 while the group is Empty (to a
+    // partition that exists: others are UNKNOWN_TOPIC_OR_PARTITION, tests/api_refusals.rs).
+    client.create_topic("t0", 1, json!({})).await;
     let offsets =
         json!({"offsets": [{"topic": "t0", "partition": 0, "offset": 4, "metadata": "m"}]});
     let (status, answer) = client.post("/v1/groups/g/offsets", &offsets).await;

@@ -2,7 +2,7 @@
 //! rejections (JSON syntax, missing fields, bad query parameters or path segments, oversized
 //! bodies) become `INVALID_REQUEST` (400) or `MESSAGE_TOO_LARGE` (413).
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
@@ -25,6 +25,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        check_announced_length(request.body(), super::ADMIN_BODY_MAX_BYTES as u64)?;
         let bytes = Bytes::from_request(request, state)
             .await
             .map_err(|rejection| {
@@ -36,6 +37,20 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             })?;
         decode_json(&bytes).map(ApiJson)
     }
+}
+
+/// Refuses a body whose announced length (`Content-Length`) is over `limit_bytes` with 413
+/// before any of it is read: reading up to the limit first would make the client wait for an
+/// answer until it had sent that much, or until the connection's body deadline if it never does.
+pub fn check_announced_length(body: &Body, limit_bytes: u64) -> Result<(), ApiError> {
+    let announced = body.size_hint().lower();
+    if announced <= limit_bytes {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorKind::MessageTooLarge,
+        format!("request body of {announced} bytes announced, over the limit of {limit_bytes}"),
+    ))
 }
 
 /// Query parameters; a parameter that does not parse is `INVALID_REQUEST`.

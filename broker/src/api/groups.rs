@@ -238,6 +238,7 @@ pub async fn commit(
                 ),
             )
         })?;
+        check_partition_exists(&coordinator, &entry.topic, entry.partition)?;
         let tp = TopicPartition::new(entry.topic, entry.partition);
         offsets.push((tp, offset, entry.metadata));
     }
@@ -246,6 +247,24 @@ pub async fn commit(
         .commit(&group, body.member_id.as_deref(), generation, offsets)
         .await?;
     Ok(Json(serde_json::json!({})))
+}
+
+/// Kafka answers a commit for a partition that does not exist with UNKNOWN_TOPIC_OR_PARTITION;
+/// here the whole commit is refused before anything is written, as every bad input of the API.
+fn check_partition_exists(
+    coordinator: &GroupCoordinator,
+    topic: &str,
+    partition: u32,
+) -> Result<(), crate::error::ApiError> {
+    crate::topics::validate_topic_name(topic)?;
+    match coordinator.partition_count(topic) {
+        Some(count) if partition < count => Ok(()),
+        Some(_) => Err(crate::error::ApiError::unknown_topic(
+            topic,
+            Some(partition),
+        )),
+        None => Err(crate::error::ApiError::unknown_topic(topic, None)),
+    }
 }
 
 /// A committed offset in a fetch answer.

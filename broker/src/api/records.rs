@@ -9,7 +9,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::extract::{decode_json, ApiJson, ApiPath, ApiQuery};
+use super::extract::{check_announced_length, decode_json, ApiJson, ApiPath, ApiQuery};
 use crate::error::{ApiError, ErrorKind};
 use crate::metrics::Metrics;
 use crate::partition::{Isolation, Partition, PartitionOffsets};
@@ -262,6 +262,7 @@ async fn read_batch(body: Body, limits: ProduceLimits) -> Result<ProduceBatch, A
     let body_limit = max_message_bytes
         .saturating_mul(2)
         .saturating_add(PRODUCE_BODY_SLACK_BYTES);
+    check_announced_length(&body, body_limit)?;
     let bytes = axum::body::to_bytes(body, usize::try_from(body_limit).unwrap_or(usize::MAX))
         .await
         .map_err(|_| {

@@ -432,7 +432,9 @@ impl GroupCoordinator {
             .saturating_add(WAIT_SLACK_MS)
     }
 
-    fn partition_count(&self, topic: &str) -> Option<u32> {
+    /// Partitions of `topic` in the cluster's metadata (a single broker's own catalog), or
+    /// `None` when no such topic exists.
+    pub fn partition_count(&self, topic: &str) -> Option<u32> {
         match &self.broker.cluster {
             Some(cluster) => cluster
                 .metadata()

@@ -6,6 +6,9 @@
 //! - header: a request head must arrive whole within `tidewater.request.header.timeout.ms` of
 //!   its first byte; for a new connection the clock starts at the accept, so a connection that
 //!   sends nothing at all is closed after it too;
+//! - body: a request body of `Content-Length` bytes must arrive whole within
+//!   `tidewater.request.body.timeout.ms` of the end of its head (from the head, not from its
+//!   first byte, so that a client sending no body byte at all is closed too);
 //! - idle: a connection with no request in progress and no byte moving either way for
 //!   `connections.max.idle.ms` is closed, and so is one whose request body stalls that long.
 //!   A request being served (a long poll, a delayed produce) keeps its connection.
@@ -92,6 +95,8 @@ pub struct Connection {
     cleared_at: usize,
     /// When the request head now arriving started (the accept, until the first head is in).
     head_started: Option<Instant>,
+    /// When the body now arriving started (its head was complete), while one is arriving.
+    body_started: Option<Instant>,
     /// When a byte last moved either way.
     last_activity: Instant,
     /// Wakes a pending read at the current deadline.
@@ -111,6 +116,7 @@ impl Connection {
     /// Wraps a just-accepted socket.
     pub fn new(stream: TcpStream, limits: ConnectionLimits, activity: Arc<Activity>) -> Self {
         let now = Instant::now();
+        let header_deadline = now + limits.header_timeout;
         Connection {
             stream,
             limits,
@@ -119,8 +125,9 @@ impl Connection {
             cleared: Vec::new(),
             cleared_at: 0,
             head_started: Some(now),
+            body_started: None,
             last_activity: now,
-            deadline: Box::pin(tokio::time::sleep_until(now + limits.header_timeout)),
+            deadline: Box::pin(tokio::time::sleep_until(header_deadline)),
             malformed: None,
             refusal: None,
             read_closed: false,
@@ -134,7 +141,9 @@ impl Connection {
     /// read again by itself) so that the idle deadline is armed then.
     fn current_deadline(&self, cx: &Context<'_>) -> Option<Instant> {
         if self.requests.in_body() {
-            return Some(self.last_activity + self.limits.idle_timeout);
+            let idle = self.last_activity + self.limits.idle_timeout;
+            let started = self.body_started.expect("a body in progress has a start");
+            return Some(idle.min(started + self.limits.body_timeout));
         }
         if let Some(started) = self.head_started {
             return Some(started + self.limits.header_timeout);
@@ -157,7 +166,12 @@ impl Connection {
         self.cleared = cleared;
         if self.requests.heads_completed() > heads_before {
             self.head_started = None;
+            self.body_started = None;
         }
+        self.body_started = match self.requests.in_body() {
+            true => self.body_started.or(Some(now)),
+            false => None,
+        };
         if self.requests.holds_partial_head() && self.head_started.is_none() {
             self.head_started = Some(now);
         }
@@ -291,6 +305,7 @@ impl AsyncRead for Connection {
                     tracing::debug!(
                         peer = ?this.stream.peer_addr().ok(),
                         partial_head = this.requests.holds_partial_head(),
+                        partial_body = this.requests.in_body(),
                         "closing a connection that timed out"
                     );
                     this.close_read();

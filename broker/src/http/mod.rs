@@ -6,8 +6,10 @@
 //!
 //! - [`head`]: follows a connection's requests through their framing and checks each request
 //!   head before the HTTP library sees it.
-//! - [`connection`]: the socket as the library sees it: held-back heads, the header and idle
-//!   timeouts, the JSON refusal of a malformed head, the lingering close.
+//! - [`connection`]: the socket as the library sees it: held-back heads, the header, body and
+//!   idle timeouts, the JSON refusal of a malformed head, the lingering close.
+//! - [`per_ip`]: connections per client address (`max.connections.per.ip`), shared with the
+//!   Kafka listener.
 //! - this file: [`ConnectionLimits`], [`serve`] (accept loop) and the per-connection task.
 //!
 //! Why not `axum::serve`: it has no idle or header timeout, so `max.connections` silent
@@ -16,17 +18,23 @@
 
 pub mod connection;
 pub mod head;
+pub mod per_ip;
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::Request;
+use axum::http::header::CONNECTION;
+use axum::http::HeaderValue;
 use axum::response::Response;
 use axum::Router;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::service::Service;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -35,13 +43,14 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Config;
 use connection::{Activity, Connection};
+use per_ip::{ConnectionsPerIp, IpConnection};
 
 /// Pause after an accept error that is not about one connection (e.g. out of file
 /// descriptors), so the loop does not spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_secs(1);
 
-/// Bounds on client connections (settings in `docs/configuration.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Bounds on client connections (settings in `docs/configuration.md`), for both front doors.
+#[derive(Debug, Clone)]
 pub struct ConnectionLimits {
     /// `max.connections`: connections open at most; more clients wait in the listen backlog.
     pub max_connections: usize,
@@ -51,6 +60,12 @@ pub struct ConnectionLimits {
     /// `tidewater.request.header.timeout.ms`: a request head must arrive whole within this
     /// of its first byte (of the accept, for a new connection).
     pub header_timeout: Duration,
+    /// `tidewater.request.body.timeout.ms`: a request body (HTTP) or frame (Kafka) must
+    /// arrive whole within this once it has begun.
+    pub body_timeout: Duration,
+    /// `max.connections.per.ip`: open connections per client address, counted over every
+    /// listener that shares this (clones share it).
+    pub per_ip: Arc<ConnectionsPerIp>,
 }
 
 impl ConnectionLimits {
@@ -60,6 +75,11 @@ impl ConnectionLimits {
             max_connections: config.max_connections,
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms),
             header_timeout: Duration::from_millis(config.request_header_timeout_ms),
+            body_timeout: Duration::from_millis(config.request_body_timeout_ms),
+            per_ip: ConnectionsPerIp::new(
+                config.max_connections_per_ip,
+                config.max_connections_per_ip_overrides.clone(),
+            ),
         }
     }
 }
@@ -85,7 +105,7 @@ pub async fn serve(
             permit = permits.clone().acquire_owned() => permit.expect("never closed"),
             () = &mut shutdown => break,
         };
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -95,17 +115,39 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let Some(ip_connection) = admit(&limits.per_ip, &stream, peer) else {
+            continue; // closed; its permit goes back
+        };
         tokio::spawn(serve_connection(
             stream,
             app.clone(),
-            limits,
-            permit,
+            limits.clone(),
+            (permit, ip_connection),
             stopping.clone(),
         ));
     }
     let _ = stop.send(true);
     // Every connection holds a permit until it is closed: taking them all waits for the last.
     let _ = permits.acquire_many(permits_total).await;
+}
+
+/// Counts a just-accepted connection against its address's `max.connections.per.ip`; over it,
+/// `None`, and the caller drops (closes) the connection unanswered, as Kafka does.
+pub fn admit(
+    per_ip: &Arc<ConnectionsPerIp>,
+    stream: &TcpStream,
+    peer: SocketAddr,
+) -> Option<IpConnection> {
+    let admitted = per_ip.admit(peer.ip());
+    if admitted.is_none() {
+        tracing::debug!(
+            %peer,
+            local = ?stream.local_addr().ok(),
+            limit = per_ip.limit(peer.ip()),
+            "closing a new connection: its address has max.connections.per.ip open"
+        );
+    }
+    admitted
 }
 
 async fn pause_after_accept_error(error: std::io::Error) {
@@ -126,7 +168,7 @@ async fn serve_connection(
     stream: TcpStream,
     app: Router,
     limits: ConnectionLimits,
-    permit: OwnedSemaphorePermit,
+    counted: (OwnedSemaphorePermit, IpConnection),
     mut stopping: watch::Receiver<bool>,
 ) {
     // Small JSON answers must not wait for Nagle's algorithm.
@@ -157,7 +199,7 @@ async fn serve_connection(
         tracing::debug!(%error, "connection ended with an error");
     }
     connection.close().await;
-    drop(permit);
+    drop(counted);
 }
 
 /// Resolves once the server stops (or its stop signal is gone).
@@ -180,12 +222,58 @@ impl Service<hyper::Request<Incoming>> for TrackedService {
 
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
         let in_flight = self.activity.request_started();
-        let request: Request = request.map(axum::body::Body::new);
+        let body_ended = Arc::new(AtomicBool::new(request.body().is_end_stream()));
+        let request: Request = request.map(|body| {
+            axum::body::Body::new(EndTracked {
+                inner: body,
+                ended: body_ended.clone(),
+            })
+        });
         let response = self.inner.call(request);
         Box::pin(async move {
-            let response = response.await;
+            let Ok(mut response) = response.await;
+            if !body_ended.load(Ordering::SeqCst) {
+                // Answered before its body was read (a 413 for an announced length, an unknown
+                // topic): the connection closes after the answer, since the rest of the body
+                // cannot be told from the next request without reading it. Saying so keeps
+                // the client from sending its next request on a connection about to close.
+                response
+                    .headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
             drop(in_flight);
-            response
+            Ok(response)
         })
+    }
+}
+
+/// A request body that records when it has been read to its end.
+struct EndTracked {
+    inner: Incoming,
+    /// Set once the last frame was read.
+    ended: Arc<AtomicBool>,
+}
+
+impl hyper::body::Body for EndTracked {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if frame.is_none() || self.inner.is_end_stream() {
+            self.ended.store(true, Ordering::SeqCst);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }

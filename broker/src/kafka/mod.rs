@@ -40,6 +40,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
+use crate::http::ConnectionLimits;
 use crate::server::Broker;
 
 /// What one connection's handlers share: the broker and this listener's advertised address.
@@ -53,8 +54,10 @@ pub struct KafkaContext {
 }
 
 /// Serves Kafka's protocol on `listener` until the broker shuts down. Connections are bounded
-/// by `max.connections` and closed after `connections.max.idle.ms` without a request.
-pub async fn serve(listener: TcpListener, context: KafkaContext) {
+/// by `max.connections` and `max.connections.per.ip` (counted with the HTTP listener's, through
+/// `limits.per_ip`), closed after `connections.max.idle.ms` without a request, and closed when
+/// a request frame, once begun, is not whole within `tidewater.request.body.timeout.ms`.
+pub async fn serve(listener: TcpListener, context: KafkaContext, limits: ConnectionLimits) {
     let broker = context.broker.clone();
     let context = Arc::new(context);
     if let Ok(address) = listener.local_addr() {
@@ -63,17 +66,24 @@ pub async fn serve(listener: TcpListener, context: KafkaContext) {
     let mut connections = JoinSet::new();
     loop {
         // At the limit, stop accepting until a connection closes (clients wait in the backlog).
-        while connections.len() >= broker.config.max_connections {
+        while connections.len() >= limits.max_connections {
             connections.join_next().await;
         }
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    // Over its address's limit: dropped here, which closes it unanswered.
+                    let Some(ip_connection) = crate::http::admit(&limits.per_ip, &stream, peer)
+                    else {
+                        continue;
+                    };
                     let context = context.clone();
+                    let limits = limits.clone();
                     connections.spawn(async move {
-                        if let Err(e) = connection(stream, &context).await {
+                        if let Err(e) = connection(stream, &context, &limits).await {
                             tracing::debug!(%peer, error = %e, "kafka connection closed");
                         }
+                        drop(ip_connection);
                     });
                 }
                 Err(e) => {
@@ -98,8 +108,11 @@ pub enum ConnectionError {
     #[error("{0}")]
     Protocol(String),
     /// No request within `connections.max.idle.ms`.
-    #[error("idle for {0} ms")]
-    Idle(u64),
+    #[error("idle for {0:?}")]
+    Idle(Duration),
+    /// A request frame begun and not whole within `tidewater.request.body.timeout.ms`.
+    #[error("request frame not whole within {0:?} of its first byte")]
+    Stalled(Duration),
 }
 
 fn protocol(message: impl Into<String>) -> ConnectionError {
@@ -107,36 +120,75 @@ fn protocol(message: impl Into<String>) -> ConnectionError {
 }
 
 /// Reads frames and answers them in order until the peer closes or breaks the protocol.
-async fn connection(mut stream: TcpStream, context: &KafkaContext) -> Result<(), ConnectionError> {
+async fn connection(
+    mut stream: TcpStream,
+    context: &KafkaContext,
+    limits: &ConnectionLimits,
+) -> Result<(), ConnectionError> {
     let _ = stream.set_nodelay(true);
-    let config = &context.broker.config;
-    let idle = Duration::from_millis(config.connections_max_idle_ms);
+    let max_bytes = context.broker.config.socket_request_max_bytes;
     loop {
-        let mut size = [0u8; 4];
-        match tokio::time::timeout(idle, stream.read_exact(&mut size)).await {
-            Err(_) => return Err(ConnectionError::Idle(config.connections_max_idle_ms)),
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Ok(result) => result?,
+        let Some(frame) = read_frame(&mut stream, limits, max_bytes).await? else {
+            return Ok(());
         };
-        let size = i32::from_be_bytes(size);
-        if size < 8 || size as u64 > config.socket_request_max_bytes {
-            return Err(protocol(format!(
-                "request size {size} is outside 8..={} (socket.request.max.bytes)",
-                config.socket_request_max_bytes
-            )));
-        }
-        let mut frame = vec![0u8; size as usize];
-        match tokio::time::timeout(idle, stream.read_exact(&mut frame)).await {
-            Err(_) => return Err(ConnectionError::Idle(config.connections_max_idle_ms)),
-            Ok(result) => result?,
-        };
-        if let Some(response) = handle_frame(Bytes::from(frame), context).await? {
+        if let Some(response) = handle_frame(frame, context).await? {
             let mut out = BytesMut::with_capacity(response.len() + 4);
             out.put_i32(response.len() as i32);
             out.put_slice(&response);
             stream.write_all(&out).await?;
         }
     }
+}
+
+/// Reads the next size-prefixed request frame; `None` when the peer closed between requests.
+/// Between requests the connection may be idle for `connections.max.idle.ms`; from the first
+/// byte of the size prefix on, the whole frame must arrive within the body deadline.
+async fn read_frame(
+    stream: &mut TcpStream,
+    limits: &ConnectionLimits,
+    max_bytes: u64,
+) -> Result<Option<Bytes>, ConnectionError> {
+    let mut size = [0u8; 4];
+    match tokio::time::timeout(limits.idle_timeout, stream.read(&mut size[..1])).await {
+        Err(_) => return Err(ConnectionError::Idle(limits.idle_timeout)),
+        Ok(Ok(0)) => return Ok(None),
+        Ok(result) => result?,
+    };
+    let rest = async {
+        stream.read_exact(&mut size[1..]).await?;
+        let size = i32::from_be_bytes(size);
+        if size < 8 || size as u64 > max_bytes {
+            return Err(protocol(format!(
+                "request size {size} is outside 8..={max_bytes} (socket.request.max.bytes)"
+            )));
+        }
+        read_body(stream, size as usize).await
+    };
+    match tokio::time::timeout(limits.body_timeout, rest).await {
+        Err(_) => Err(ConnectionError::Stalled(limits.body_timeout)),
+        Ok(frame) => frame.map(Some),
+    }
+}
+
+/// Bytes of a frame buffered ahead of their arrival at most: memory follows the bytes that
+/// arrived, not the size a client announced (up to `socket.request.max.bytes` per connection).
+const FRAME_READ_AHEAD_BYTES: usize = 64 * 1024;
+
+/// Reads `size` bytes, growing the buffer as they arrive.
+async fn read_body(stream: &mut TcpStream, size: usize) -> Result<Bytes, ConnectionError> {
+    let mut frame = BytesMut::with_capacity(size.min(FRAME_READ_AHEAD_BYTES));
+    while frame.len() < size {
+        let wanted = (size - frame.len()).min(FRAME_READ_AHEAD_BYTES);
+        frame.reserve(wanted);
+        let n = (&mut *stream)
+            .take(wanted as u64)
+            .read_buf(&mut frame)
+            .await?;
+        if n == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+        }
+    }
+    Ok(frame.freeze())
 }
 
 /// A decoded request's header and body, for the handlers.

@@ -437,6 +437,20 @@ const ROUTES: &[(&str, Route)] = &[
         Route::Absent("a bound of the companion broker's HTTP front door; Kafka has no HTTP"),
     ),
     (
+        "tidewater.request.body.timeout.ms",
+        Route::Absent("the companion broker's deadline on a begun request; Kafka has none"),
+    ),
+    (
+        "max.connections.per.ip",
+        Route::Broker("max.connections.per.ip", Type::Int),
+    ),
+    (
+        "max.connections.per.ip.overrides",
+        Route::Absent(
+            "a host:count list this table cannot check; set Kafka's own in the cluster file's properties",
+        ),
+    ),
+    (
         "tidewater.unsafe.truncate.to.hw.enable",
         Route::Absent(
             "truncation to the high watermark is the companion broker's switch for Kafka's \
