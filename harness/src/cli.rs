@@ -54,10 +54,43 @@ pub enum Command {
     /// Run the broker's deliberate bugs (and the unmodified broker) under the random schedule
     /// and the shipped plans and write the detection table (see docs/detection.md).
     Detect(DetectArgs),
+    /// Apache Kafka as the system under test: `tidewater kafka fetch` gathers a runnable
+    /// release from Maven Central (see docs/real-kafka.md).
+    #[command(subcommand)]
+    Kafka(KafkaCommand),
     /// The lossy filesystem (mount, lose, sync, status), as the `tidewater-lossyfs` binary:
     /// for hosts that only have `tidewater` (see docs/lossyfs.md).
     #[command(subcommand)]
     Lossyfs(tidewater_lossyfs::cli::LossyfsCommand),
+}
+
+/// `tidewater kafka ...`.
+#[derive(Debug, Subcommand)]
+pub enum KafkaCommand {
+    /// Gather a runnable Kafka (kafka_2.13, its runtime dependencies and a log4j2 binding)
+    /// from Maven Central into the cache, unless it is there; prints its directory.
+    Fetch(KafkaFetchArgs),
+}
+
+/// `tidewater kafka fetch`.
+#[derive(Debug, Args)]
+// `--version` names the Kafka version here, not tidewater's.
+#[command(disable_version_flag = true)]
+#[command(after_help = "\
+Examples:
+  tidewater kafka fetch                  # the default version
+  tidewater kafka fetch --version 3.9.1  # the older system
+
+Needs Maven (mvn) and a route to Maven Central; without them, unpack a release tarball and
+give its directory to `tidewater run --system kafka --kafka-home DIR`. Exit codes: 0 fetched
+(or already cached), 3 it could not be fetched.")]
+pub struct KafkaFetchArgs {
+    /// The Kafka version (X.Y.Z).
+    #[arg(long, value_name = "X.Y.Z", default_value = crate::kafka::DEFAULT_VERSION)]
+    pub version: String,
+    /// The cache directory (default: ~/.cache/tidewater/kafka, or $XDG_CACHE_HOME's).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
 }
 
 /// `tidewater run`.
@@ -388,6 +421,7 @@ pub fn main() -> i32 {
         Command::Serve(args) => serve_command(&args),
         Command::Matrix(args) => matrix_command(&args),
         Command::Detect(args) => detect_command(&args),
+        Command::Kafka(KafkaCommand::Fetch(args)) => kafka_fetch_command(&args),
         Command::Lossyfs(command) => match tidewater_lossyfs::cli::run(command) {
             Ok(()) => 0,
             Err(e) => {
@@ -395,6 +429,23 @@ pub fn main() -> i32 {
                 EXIT_HARNESS
             }
         },
+    }
+}
+
+fn kafka_fetch_command(args: &KafkaFetchArgs) -> i32 {
+    let cache = args
+        .cache
+        .clone()
+        .unwrap_or_else(crate::kafka::fetch::default_cache_dir);
+    match crate::kafka::fetch::fetch(&args.version, &cache) {
+        Ok(release) => {
+            println!("{}", release.home.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("tidewater: {e}");
+            EXIT_SETUP
+        }
     }
 }
 
