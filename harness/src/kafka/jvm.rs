@@ -9,13 +9,16 @@ use std::path::Path;
 /// The JVM options of every Kafka node, sized for several JVMs on a small machine (the
 /// harness's default cluster is four JVMs on two cores): a heap that fits 512 MiB,
 /// the serial collector (no parallel GC threads competing with the other nodes), one
-/// processor as the JVM sees it (fewer JIT and common-pool threads), and no
-/// `/tmp/hsperfdata_*` file to leave behind.
+/// processor as the JVM sees it (fewer JIT and common-pool threads), the quick compiler
+/// only (C2's compilations cost seconds of CPU at every start, which four JVMs on two shared
+/// cores pay at once; a test's hundreds of operations per second do not need its code), and
+/// no `/tmp/hsperfdata_*` file to leave behind.
 pub const JVM_OPTIONS: &[&str] = &[
     "-Xms256m",
     "-Xmx512m",
     "-XX:+UseSerialGC",
     "-XX:ActiveProcessorCount=1",
+    "-XX:TieredStopAtLevel=1",
     "-XX:-UsePerfData",
     "-Djava.awt.headless=true",
 ];
@@ -108,7 +111,7 @@ mod tests {
             jvm.server_argv(&props, &logs).join(" "),
             format!(
                 "java -Xms256m -Xmx512m -XX:+UseSerialGC -XX:ActiveProcessorCount=1 \
-                 -XX:-UsePerfData -Djava.awt.headless=true -Dkafka.logs.dir=/run/nodes/n1/logs \
+                 -XX:TieredStopAtLevel=1 -XX:-UsePerfData -Djava.awt.headless=true -Dkafka.logs.dir=/run/nodes/n1/logs \
                  -Dlog4j2.configurationFile={home}/config/tidewater-log4j2.properties \
                  -cp {home}/libs/* kafka.Kafka /run/nodes/n1/server.properties"
             )

@@ -65,6 +65,25 @@ impl System {
     }
 }
 
+/// The release a local run of Kafka `version` uses: the unpacked one at `kafka_home` when
+/// given (whose version must be `version`), else the cached or freshly fetched one.
+pub fn release_for(version: &str, kafka_home: Option<&std::path::Path>) -> Result<Release, String> {
+    let Some(home) = kafka_home else {
+        return fetch::fetch(version, &fetch::default_cache_dir());
+    };
+    let release = Release::from_home(home)?;
+    if release.version != version {
+        return Err(format!(
+            "--kafka-home {} holds Kafka {}, but the run asks for kafka:{version} (--system \
+             kafka:{} runs it)",
+            home.display(),
+            release.version,
+            release.version
+        ));
+    }
+    Ok(release)
+}
+
 /// Whether `v` is a release version `X.Y.Z` (digits only: it goes into a pom and a path).
 pub fn is_version(v: &str) -> bool {
     let parts: Vec<&str> = v.split('.').collect();
