@@ -524,7 +524,10 @@ fn local_cluster(subnet: Option<String>, kafka_home: Option<PathBuf>) -> Cluster
         use crate::cluster::local::{LocalCluster, LocalSpec, NodeProgram};
         let program = node_program(config, kafka_home.as_deref())?;
         let kafka = matches!(program, NodeProgram::Kafka(_));
-        let mut spec = LocalSpec::new(run_id(), run_dir.path.clone(), program);
+        let id = run_id();
+        // Named in harness.log, so a leftover can be told apart from another run's.
+        tracing::info!("local cluster {id}: namespaces tw-{id}-<node>, bridge tw{id}br");
+        let mut spec = LocalSpec::new(id, run_dir.path.clone(), program);
         if kafka {
             // Kafka's controlled shutdown (SIGTERM) hands leaderships over first.
             spec.stop_timeout_ms = 10_000;
