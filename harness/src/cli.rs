@@ -1405,6 +1405,27 @@ mod tests {
     }
 
     #[test]
+    fn system_kafka_implies_the_kafka_client_and_is_local_only() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["tidewater", "run"];
+            all.extend_from_slice(args);
+            match Cli::try_parse_from(all).map(|c| c.command) {
+                Ok(Command::Run(args)) => args.to_config(),
+                Ok(_) => unreachable!("parsed a run command"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let config = parse(&["--system", "kafka", "--seed", "1"]).unwrap();
+        assert_eq!(config.system, "kafka:4.1.1");
+        assert_eq!(config.client, "kafka");
+        let e = parse(&["--system", "kafka", "--acks", "1"]).unwrap_err();
+        assert!(e.contains("acks=all only"), "{e}");
+        let e = parse(&["--system", "kafka", "--cluster", "c.toml"]).unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
+        assert_eq!(parse(&["--seed", "1"]).unwrap().system, "tidewater");
+    }
+
+    #[test]
     fn run_flags_become_a_config() {
         let cli = Cli::try_parse_from([
             "tidewater",
