@@ -54,10 +54,43 @@ pub enum Command {
     /// Run the broker's deliberate bugs (and the unmodified broker) under the random schedule
     /// and the shipped plans and write the detection table (see docs/detection.md).
     Detect(DetectArgs),
+    /// Apache Kafka as the system under test: `tidewater kafka fetch` gathers a runnable
+    /// release from Maven Central (see docs/real-kafka.md).
+    #[command(subcommand)]
+    Kafka(KafkaCommand),
     /// The lossy filesystem (mount, lose, sync, status), as the `tidewater-lossyfs` binary:
     /// for hosts that only have `tidewater` (see docs/lossyfs.md).
     #[command(subcommand)]
     Lossyfs(tidewater_lossyfs::cli::LossyfsCommand),
+}
+
+/// `tidewater kafka ...`.
+#[derive(Debug, Subcommand)]
+pub enum KafkaCommand {
+    /// Gather a runnable Kafka (kafka_2.13, its runtime dependencies and a log4j2 binding)
+    /// from Maven Central into the cache, unless it is there; prints its directory.
+    Fetch(KafkaFetchArgs),
+}
+
+/// `tidewater kafka fetch`.
+#[derive(Debug, Args)]
+// `--version` names the Kafka version here, not tidewater's.
+#[command(disable_version_flag = true)]
+#[command(after_help = "\
+Examples:
+  tidewater kafka fetch                  # the default version
+  tidewater kafka fetch --version 3.9.1  # the older system
+
+Needs Maven (mvn) and a route to Maven Central; without them, unpack a release tarball and
+give its directory to `tidewater run --system kafka --kafka-home DIR`. Exit codes: 0 fetched
+(or already cached), 3 it could not be fetched.")]
+pub struct KafkaFetchArgs {
+    /// The Kafka version (X.Y.Z).
+    #[arg(long, value_name = "X.Y.Z", default_value = crate::kafka::DEFAULT_VERSION)]
+    pub version: String,
+    /// The cache directory (default: ~/.cache/tidewater/kafka, or $XDG_CACHE_HOME's).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
 }
 
 /// `tidewater run`.
@@ -144,7 +177,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "subnet")]
     pub cluster: Option<PathBuf>,
     /// Repeat a stored run: its settings, seed and fault schedule (other settings are ignored,
-    /// except --store, --subnet, --cluster and --plain).
+    /// except --store, --subnet, --cluster, --kafka-home and --plain).
     #[arg(long, value_name = "RUN_DIR")]
     pub replay: Option<PathBuf>,
     /// Print plain log lines instead of a progress bar, even on a terminal.
@@ -155,6 +188,20 @@ pub struct RunArgs {
     /// clusters only.
     #[arg(long)]
     pub lossy_fs: bool,
+    /// The system under test of the local cluster: tidewater (the companion broker), kafka
+    /// (Apache Kafka, the default version) or kafka:X.Y.Z; Kafka implies --client kafka and
+    /// is fetched with Maven unless cached or given with --kafka-home (docs/real-kafka.md).
+    #[arg(
+        long,
+        value_name = "SYSTEM",
+        default_value = "tidewater",
+        conflicts_with = "cluster"
+    )]
+    pub system: String,
+    /// An unpacked Kafka release (the tarball's layout, with libs/) for --system kafka,
+    /// instead of one fetched from Maven Central.
+    #[arg(long, value_name = "DIR")]
+    pub kafka_home: Option<PathBuf>,
 }
 
 /// `tidewater check`.
@@ -357,6 +404,12 @@ impl RunArgs {
             }
             return Ok(config);
         }
+        let system = crate::kafka::System::parse(&self.system)?;
+        // Kafka speaks nothing else: --system kafka implies the Kafka-protocol client.
+        let client = match system {
+            crate::kafka::System::Kafka { .. } => "kafka".to_string(),
+            crate::kafka::System::Tidewater => self.client.clone(),
+        };
         let config = RunConfig {
             name: self.name.clone().unwrap_or_else(|| self.workload.clone()),
             seed: self.seed.unwrap_or_else(rand::random),
@@ -366,7 +419,7 @@ impl RunArgs {
             nemesis_interval_s: self.nemesis_interval,
             plan: self.plan.clone(),
             workload: self.workload.clone(),
-            client: self.client.clone(),
+            client,
             concurrency: self.concurrency,
             rate: self.rate,
             acks: self.acks.clone(),
@@ -381,6 +434,7 @@ impl RunArgs {
             matrix_cell: None,
             harness_defaults: Vec::new(),
             lossy_fs: self.lossy_fs,
+            system: system.as_flag(),
         };
         config.validate()?;
         Ok(config)
@@ -413,6 +467,7 @@ pub fn main() -> i32 {
         Command::Serve(args) => serve_command(&args),
         Command::Matrix(args) => matrix_command(&args),
         Command::Detect(args) => detect_command(&args),
+        Command::Kafka(KafkaCommand::Fetch(args)) => kafka_fetch_command(&args),
         Command::Lossyfs(command) => match tidewater_lossyfs::cli::run(command) {
             Ok(()) => 0,
             Err(e) => {
@@ -435,6 +490,23 @@ fn usage_error(e: &clap::Error) -> i32 {
     }
 }
 
+fn kafka_fetch_command(args: &KafkaFetchArgs) -> i32 {
+    let cache = args
+        .cache
+        .clone()
+        .unwrap_or_else(crate::kafka::fetch::default_cache_dir);
+    match crate::kafka::fetch::fetch(&args.version, &cache) {
+        Ok(release) => {
+            println!("{}", release.home.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("tidewater: {e}");
+            EXIT_SETUP
+        }
+    }
+}
+
 /// A short id for the names the local cluster creates: 6 base-36 characters from the clock
 /// and the process id, so concurrent runs on one host do not collide.
 fn run_id() -> String {
@@ -451,17 +523,52 @@ fn run_id() -> String {
     id
 }
 
+/// The Kafka version of a run of Apache Kafka on the local cluster (`--system kafka:V`).
+fn local_kafka_version(config: &RunConfig) -> Option<String> {
+    match crate::kafka::System::parse(&config.system) {
+        Ok(crate::kafka::System::Kafka { version }) => Some(version),
+        _ => None,
+    }
+}
+
+/// Bound on Kafka's JVMs coming up (listening) after the local cluster starts them: a
+/// start takes seconds on an idle machine, minutes on two cores shared with compilers.
+const KAFKA_START_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(240);
+
+/// What the local cluster's nodes run: the companion broker, or Kafka's JVMs.
+fn node_program(
+    config: &RunConfig,
+    kafka_home: Option<&Path>,
+) -> Result<crate::cluster::local::NodeProgram, String> {
+    use crate::cluster::local::{find_broker_binary, kafka::KafkaProgram, NodeProgram};
+    let settings: Vec<(String, String)> = config.broker_settings().into_iter().collect();
+    match local_kafka_version(config) {
+        Some(version) => {
+            let release = crate::kafka::release_for(&version, kafka_home)?;
+            let program = KafkaProgram::new(release, &settings).map_err(|e| e.to_string())?;
+            Ok(NodeProgram::Kafka(program))
+        }
+        None => {
+            let binary = find_broker_binary().map_err(|e| e.to_string())?;
+            Ok(NodeProgram::Broker { binary, settings })
+        }
+    }
+}
+
 /// The local-cluster factory for a run.
-fn local_cluster(subnet: Option<String>) -> ClusterFactory {
+fn local_cluster(subnet: Option<String>, kafka_home: Option<PathBuf>) -> ClusterFactory {
     Box::new(move |config: &RunConfig, run_dir: &RunDir| {
-        use crate::cluster::local::{find_broker_binary, LocalCluster, LocalSpec, NodeProgram};
-        let binary = find_broker_binary().map_err(|e| e.to_string())?;
-        let settings = config.broker_settings().into_iter().collect();
-        let mut spec = LocalSpec::new(
-            run_id(),
-            run_dir.path.clone(),
-            NodeProgram::Broker { binary, settings },
-        );
+        use crate::cluster::local::{LocalCluster, LocalSpec, NodeProgram};
+        let program = node_program(config, kafka_home.as_deref())?;
+        let kafka = matches!(program, NodeProgram::Kafka(_));
+        let id = run_id();
+        // Named in harness.log, so a leftover can be told apart from another run's.
+        tracing::info!("local cluster {id}: namespaces tw-{id}-<node>, bridge tw{id}br");
+        let mut spec = LocalSpec::new(id, run_dir.path.clone(), program);
+        if kafka {
+            // Kafka's controlled shutdown (SIGTERM) hands leaderships over first.
+            spec.stop_timeout_ms = 10_000;
+        }
         spec.brokers = config.nodes;
         spec.lossy_fs = config.lossy_fs || runner::faults::cuts_power(config);
         if let Some(s) = &subnet {
@@ -469,6 +576,11 @@ fn local_cluster(subnet: Option<String>) -> ClusterFactory {
         }
         let cluster = LocalCluster::create(spec).map_err(|e| e.to_string())?;
         cluster.start_all().map_err(|e| e.to_string())?;
+        if kafka {
+            cluster
+                .wait_listening(KAFKA_START_TIME_LIMIT)
+                .map_err(|e| e.to_string())?;
+        }
         Ok(Arc::new(cluster) as Arc<dyn crate::cluster::Cluster>)
     })
 }
@@ -536,6 +648,7 @@ fn run_command(args: RunArgs) -> i32 {
         subnet: args.subnet.clone(),
         cluster: args.cluster.clone(),
         plain: args.plain,
+        kafka_home: args.kafka_home.clone(),
     };
     if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
         eprintln!("tidewater: cannot install signal handlers: {e}");
@@ -557,6 +670,8 @@ struct RunTarget {
     cluster: Option<PathBuf>,
     /// Log lines instead of a bar.
     plain: bool,
+    /// An unpacked Kafka release for runs of `--system kafka` (else one is fetched).
+    kafka_home: Option<PathBuf>,
 }
 
 impl RunTarget {
@@ -586,6 +701,19 @@ impl RunTarget {
                 ));
             }
             crate::cluster_file::check_run(file, &config.sets, &config.client)?;
+        }
+        if let Some(version) = local_kafka_version(config) {
+            if self.cluster.is_some() {
+                return Err(format!(
+                    "--system {} runs Kafka on the local cluster; with --cluster the cluster \
+                     file's kind says what the hosts run (docs/real-kafka.md)",
+                    config.system
+                ));
+            }
+            crate::kafka::properties::check_sets(&config.sets)?;
+            // Fetched now, so a machine that cannot gets its one message before any run
+            // directory exists; the cluster factory finds it in the cache.
+            crate::kafka::release_for(&version, self.kafka_home.as_deref())?;
         }
         Ok(())
     }
@@ -645,7 +773,7 @@ fn record_interrupted(run_dir: &RunDir, sig: i32) {
 /// hosts' brokers.
 fn check_sets(config: &RunConfig, target: &RunTarget) -> Result<(), String> {
     // Kafka's hosts were checked against Kafka's names in the target's preflight.
-    if config.sets.is_empty() || target.runs_kafka() {
+    if config.sets.is_empty() || target.runs_kafka() || local_kafka_version(config).is_some() {
         return Ok(());
     }
     let binary = match crate::cluster::local::find_broker_binary() {
@@ -733,7 +861,7 @@ fn execute_run(
     }
     let factory = match &target.cluster {
         Some(file) => crate::cluster_file::cluster_factory(file.clone()),
-        None => local_cluster(target.subnet.clone()),
+        None => local_cluster(target.subnet.clone(), target.kafka_home.clone()),
     };
     let result = runtime.block_on(runner::run(
         config.clone(),
@@ -824,6 +952,7 @@ fn matrix_command(args: &MatrixArgs) -> i32 {
         subnet: args.subnet.clone(),
         cluster: args.cluster.clone(),
         plain: args.plain,
+        kafka_home: None,
     };
     for (label, config) in &configs {
         if let Err(e) = target
@@ -1032,6 +1161,7 @@ fn detect_command(args: &DetectArgs) -> i32 {
         subnet: args.subnet.clone(),
         cluster: None,
         plain: args.plain,
+        kafka_home: None,
     };
     if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
         eprintln!("tidewater: cannot install signal handlers: {e}");
@@ -1377,6 +1507,27 @@ mod tests {
     }
 
     #[test]
+    fn system_kafka_implies_the_kafka_client_and_is_local_only() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["tidewater", "run"];
+            all.extend_from_slice(args);
+            match Cli::try_parse_from(all).map(|c| c.command) {
+                Ok(Command::Run(args)) => args.to_config(),
+                Ok(_) => unreachable!("parsed a run command"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let config = parse(&["--system", "kafka", "--seed", "1"]).unwrap();
+        assert_eq!(config.system, "kafka:4.1.1");
+        assert_eq!(config.client, "kafka");
+        let e = parse(&["--system", "kafka", "--acks", "1"]).unwrap_err();
+        assert!(e.contains("acks=all only"), "{e}");
+        let e = parse(&["--system", "kafka", "--cluster", "c.toml"]).unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
+        assert_eq!(parse(&["--seed", "1"]).unwrap().system, "tidewater");
+    }
+
+    #[test]
     fn run_flags_become_a_config() {
         let cli = Cli::try_parse_from([
             "tidewater",
@@ -1481,6 +1632,7 @@ acks = ["1", "all"]
             subnet: None,
             cluster: Some(file),
             plain: true,
+            kafka_home: None,
         };
         let mut config = crate::runner::config::example();
         config.plan = Some("power-loss-leader".into());
@@ -1512,6 +1664,7 @@ acks = ["1", "all"]
             subnet: None,
             cluster: Some(file),
             plain: true,
+            kafka_home: None,
         };
         let mut config = crate::runner::config::example();
         config.apply_harness_defaults();

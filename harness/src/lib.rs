@@ -18,6 +18,9 @@
 //! - `cluster_file`: cluster files (`tidewater run --cluster FILE`) for the `ssh` backend
 //!   (remote hosts such as the Vagrant VMs of `vagrant/`).
 //! - `net`: partitions as grudges (pure builders) and the iptables / `ip rule` rules applying them.
+//! - `kafka`: Apache Kafka as the system under test: `tidewater kafka fetch` (a release
+//!   from Maven Central into a per-version cache), its JVMs' command lines, and the
+//!   `server.properties` and `--set` mapping shared by the local and ssh backends.
 //! - `clean`: `tidewater clean`, removing what interrupted local runs left behind.
 //! - `nemesis`: fault injection: targets, fault plans (`harness/plans/`), the seeded random
 //!   schedule, and the executor that records each fault as a history op.
@@ -28,6 +31,7 @@ pub mod cli;
 pub mod cluster;
 pub mod cluster_file;
 pub mod detect;
+pub mod kafka;
 pub mod matrix;
 pub mod nemesis;
 pub mod net;

@@ -4,7 +4,9 @@
 //! rskafka is configured so that every operation is one request: its retry loop gets a zero
 //! deadline (no retry after a failure, whatever the cause), and each call is bounded by the
 //! same request timeout as the HTTP client. A failure classifies as the HTTP client's do
-//! ([`crate::client::send_certainty`]): only errors raised before the append are `fail`.
+//! ([`crate::client::send_certainty`]): only errors raised before the append are `fail`,
+//! except `NOT_LEADER_OR_FOLLOWER`, which Kafka also answers after the append
+//! ([`kafka_send_certainty`]).
 //! After any failure the partition's rskafka client is dropped, so the next operation looks
 //! the leader up again, as Kafka's producer requests a metadata update after a timeout or a
 //! leadership error.
@@ -357,6 +359,20 @@ impl KafkaQueueClient {
     }
 }
 
+/// [`send_certainty`] for a produce answered over Kafka's protocol. Apache Kafka answers
+/// `NOT_LEADER_OR_FOLLOWER` not only before an append but also to an `acks=all` produce that
+/// was appended and was waiting for the ISR when the leader stepped down
+/// (`Partition.checkEnoughReplicasReachOffset` finds no local leader log): the record may
+/// survive on the new leader. Seen against Kafka 4.1.1 (`harness/tests/kafka_local.rs`): a
+/// send failed with it after a second, and its value was read at offset 37 later. So it is
+/// indeterminate here; the response does not say which of the two happened.
+pub fn kafka_send_certainty(cause: &ErrorCause) -> Certainty {
+    match cause {
+        ErrorCause::Broker { name, .. } if name == "NOT_LEADER_OR_FOLLOWER" => Certainty::Info,
+        other => send_certainty(other),
+    }
+}
+
 fn classify<T>(
     result: Result<T, ClientError>,
     certainty: fn(&ErrorCause) -> Certainty,
@@ -381,7 +397,7 @@ impl QueueClient for KafkaQueueClient {
                 format!("the Kafka client sends acks=all only, not acks={acks}"),
             ));
         }
-        classify(self.produce(key, value).await, send_certainty)
+        classify(self.produce(key, value).await, kafka_send_certainty)
     }
 
     async fn fetch(&self, key: &str, offset: u64, max_wait_ms: u64) -> Outcome<Fetched> {
@@ -441,5 +457,22 @@ mod tests {
         assert_eq!(send_certainty(&named("REQUEST_TIMED_OUT")), Certainty::Info);
         assert_eq!(send_certainty(&ErrorCause::Timeout), Certainty::Info);
         assert_eq!(send_certainty(&ErrorCause::Connect), Certainty::Fail);
+    }
+
+    #[test]
+    fn a_produce_answered_not_leader_may_have_been_appended() {
+        let named = |name: &str| ErrorCause::Broker {
+            name: name.into(),
+            status: 0,
+        };
+        assert_eq!(
+            kafka_send_certainty(&named("NOT_LEADER_OR_FOLLOWER")),
+            Certainty::Info
+        );
+        assert_eq!(
+            kafka_send_certainty(&named("NOT_ENOUGH_REPLICAS")),
+            Certainty::Fail
+        );
+        assert_eq!(kafka_send_certainty(&ErrorCause::Connect), Certainty::Fail);
     }
 }

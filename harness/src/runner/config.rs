@@ -119,6 +119,20 @@ pub struct RunConfig {
     /// power (to measure its cost); runs that cut power get one anyway.
     #[serde(default)]
     pub lossy_fs: bool,
+    /// The system under test of a local run: `tidewater` (the companion broker) or
+    /// `kafka:X.Y.Z` (Apache Kafka's JVMs; `--system`, docs/real-kafka.md). Older runs
+    /// without the field ran the companion broker.
+    #[serde(default = "default_system", skip_serializing_if = "is_default_system")]
+    pub system: String,
+}
+
+/// The system under test of a run whose config does not name one.
+pub fn default_system() -> String {
+    "tidewater".into()
+}
+
+fn is_default_system(system: &str) -> bool {
+    system == "tidewater"
 }
 
 /// Broker settings the harness gives every run that does not set them itself: Kafka's
@@ -249,6 +263,15 @@ impl RunConfig {
             "kafka" => {}
             other => return Err(format!("--client must be http or kafka, not {other:?}")),
         }
+        if let crate::kafka::System::Kafka { .. } = crate::kafka::System::parse(&self.system)? {
+            if self.client != "kafka" {
+                return Err(format!(
+                    "--system {} speaks only Kafka's protocol: it needs --client kafka, not \
+                     --client {}",
+                    self.system, self.client
+                ));
+            }
+        }
         if !self.nemesis.is_empty() {
             crate::nemesis::parse_faults(&self.nemesis.join(",")).map_err(|e| e.0)?;
         }
@@ -313,6 +336,9 @@ impl RunConfig {
         );
         if self.workload != "queue" {
             cmd.push_str(&format!(" --workload {}", self.workload));
+        }
+        if !is_default_system(&self.system) {
+            cmd.push_str(&format!(" --system {}", self.system));
         }
         if self.client != "http" {
             cmd.push_str(&format!(" --client {}", self.client));
@@ -393,12 +419,32 @@ pub(crate) fn example() -> RunConfig {
         matrix_cell: None,
         harness_defaults: Vec::new(),
         lossy_fs: false,
+        system: default_system(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kafka_system_needs_the_kafka_client_and_is_spelled_out_for_replay() {
+        let mut c = example();
+        let json = serde_json::to_value(&c).unwrap();
+        assert!(json.get("system").is_none(), "the default is not written");
+        c.system = "kafka:4.1.1".into();
+        assert!(c.validate().unwrap_err().contains("needs --client kafka"));
+        c.client = "kafka".into();
+        c.validate().unwrap();
+        assert!(c
+            .command_line()
+            .contains(" --system kafka:4.1.1 --client kafka"));
+        c.system = "kafka:latest".into();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("expected tidewater, kafka"));
+    }
 
     #[test]
     fn config_round_trips_through_json() {

@@ -16,9 +16,14 @@
 //! discards the rest. Everything created is first recorded in a run record
 //! (see [`state`]) so `tidewater clean` can remove it after a killed harness. Dropping the
 //! cluster tears it down; see [`guard`] for signals.
+//!
+//! With [`NodeProgram::Kafka`] (`tidewater run --system kafka`) the nodes run Apache Kafka's
+//! JVMs instead of the companion broker, in the same namespaces at the same addresses: `c1`
+//! a KRaft controller, `nK` brokers (see [`kafka`]).
 
 pub use crate::cluster::guard;
 
+pub mod kafka;
 pub mod process;
 pub mod state;
 pub mod sys;
@@ -67,6 +72,8 @@ pub enum NodeProgram {
         /// Extra `--set key=value` for every node, after the per-node ones (so they win).
         settings: Vec<(String, String)>,
     },
+    /// Apache Kafka in KRaft mode: `c1` a controller, `nK` brokers (node.id K).
+    Kafka(kafka::KafkaProgram),
     /// Any program: the function gives the argv for a node and its data directory. Used by
     /// tests that need a long-running process but not a broker.
     Custom(Arc<ArgvFn>),
@@ -79,6 +86,10 @@ impl std::fmt::Debug for NodeProgram {
                 .debug_struct("Broker")
                 .field("binary", binary)
                 .field("settings", settings)
+                .finish(),
+            NodeProgram::Kafka(k) => f
+                .debug_struct("Kafka")
+                .field("version", &k.jvm.release.version)
                 .finish(),
             NodeProgram::Custom(_) => f.write_str("Custom(..)"),
         }
@@ -369,6 +380,7 @@ impl Inner {
         let data = self.node_dir(&node.name).join("data");
         match &self.spec.program {
             NodeProgram::Custom(f) => f(node, &data),
+            NodeProgram::Kafka(k) => k.server_argv(&self.node_dir(&node.name)),
             NodeProgram::Broker { binary, settings } => {
                 let mut argv = vec![
                     binary.display().to_string(),
@@ -460,6 +472,38 @@ impl Inner {
             }
         }
         first_error
+    }
+
+    /// Before a Kafka node starts: writes its `server.properties` and, when its log directory
+    /// is new (first start, or after a wipe), formats it with `StorageTool` inside the node's
+    /// namespace (so `tidewater clean` finds it there too), output in `broker.log`.
+    fn prepare_kafka(&self, node: &NodeInfo) -> Result<()> {
+        let NodeProgram::Kafka(program) = &self.spec.program else {
+            return Ok(());
+        };
+        let dir = self.node_dir(&node.name);
+        program.write_properties(node, &self.nodes, &dir)?;
+        if !kafka::KafkaProgram::needs_format(&dir) {
+            return Ok(());
+        }
+        let log = dir.join("broker.log");
+        let netns = Path::new(sys::NETNS_DIR).join(self.spec.netns_name(&node.name));
+        let format = NodeProcess::spawn(&netns, &program.format_argv(&dir), &log, &dir)?;
+        let limit = Duration::from_millis(kafka::FORMAT_TIME_LIMIT_MS);
+        match format.wait_exit(limit)? {
+            Some(true) => Ok(()),
+            outcome => Err(Error::State(format!(
+                "{}: Kafka's StorageTool format {} (last lines of {}):\n{}",
+                node.name,
+                if outcome.is_none() {
+                    format!("did not finish within {limit:?}")
+                } else {
+                    "failed".to_string()
+                },
+                log.display(),
+                kafka::log_tail(&log, kafka::LOG_TAIL_LINES)
+            ))),
+        }
     }
 
     /// Heal, resume and stop every process, delete what was created. Runs once.
@@ -613,12 +657,75 @@ impl LocalCluster {
         Ok(slot.as_ref().filter(|_| alive).map(|p| p.pid()))
     }
 
-    /// Starts every node that is not running, controller first.
+    /// Starts every node that is not running, controller first. Kafka's nodes are formatted
+    /// all at once first: each format is a JVM start of its own.
     pub fn start_all(&self) -> Result<()> {
+        let prepared: Vec<Result<()>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .inner
+                .nodes
+                .iter()
+                .map(|n| scope.spawn(move || self.inner.prepare_kafka(n)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::State("a node format panicked".into())))
+                })
+                .collect()
+        });
+        prepared.into_iter().collect::<Result<Vec<()>>>()?;
         for node in self.node_names() {
             self.start(&node)?;
         }
         Ok(())
+    }
+
+    /// Waits, at most `limit`, until every node accepts connections where the system under
+    /// test serves (Kafka's listeners; the companion broker's HTTP port), so a node that
+    /// cannot start fails the setup with its name and the end of its log instead of a
+    /// timeout further on.
+    pub fn wait_listening(&self, limit: Duration) -> Result<()> {
+        let deadline = std::time::Instant::now() + limit;
+        for node in self.nodes() {
+            let addr = match &self.inner.spec.program {
+                NodeProgram::Kafka(k) => k.listener(node),
+                _ => node.http_addr(),
+            };
+            self.wait_node_listening(&node.name, addr, deadline, limit)?;
+        }
+        Ok(())
+    }
+
+    fn wait_node_listening(
+        &self,
+        node: &str,
+        addr: std::net::SocketAddr,
+        deadline: std::time::Instant,
+        limit: Duration,
+    ) -> Result<()> {
+        let connect_timeout = Duration::from_millis(500);
+        loop {
+            if std::net::TcpStream::connect_timeout(&addr, connect_timeout).is_ok() {
+                return Ok(());
+            }
+            let alive = self.is_running(node);
+            if !alive || std::time::Instant::now() >= deadline {
+                let log = self.inner.node_dir(node).join("broker.log");
+                let why = if alive {
+                    format!("does not accept connections on {addr} within {limit:?}")
+                } else {
+                    format!("exited before listening on {addr}")
+                };
+                return Err(Error::State(format!(
+                    "node {node} {why}; last lines of {}:\n{}",
+                    log.display(),
+                    kafka::log_tail(&log, kafka::LOG_TAIL_LINES)
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     fn rule_net(&self) -> &RuleNet {
@@ -681,6 +788,7 @@ impl Cluster for LocalCluster {
         let data = dir.join("data");
         std::fs::create_dir_all(&data)
             .map_err(|e| Error::io(format!("create {}", data.display()), e))?;
+        self.inner.prepare_kafka(&info)?;
         let netns = Path::new(sys::NETNS_DIR).join(self.inner.spec.netns_name(node));
         let argv = self.inner.argv(&info);
         *slot = Some(NodeProcess::spawn(
@@ -806,6 +914,13 @@ impl Cluster for LocalCluster {
 
     fn net(&self) -> &dyn Net {
         self.rule_net()
+    }
+
+    fn kafka_bootstrap(&self) -> BTreeMap<String, std::net::SocketAddr> {
+        match &self.inner.spec.program {
+            NodeProgram::Kafka(k) => k.bootstrap(&self.inner.nodes),
+            _ => BTreeMap::new(),
+        }
     }
 
     fn teardown(&self) -> Result<()> {

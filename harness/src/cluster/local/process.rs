@@ -116,6 +116,20 @@ impl NodeProcess {
         self.paused = false;
     }
 
+    /// Waits, at most `limit`, for the process to exit on its own: `Some(success)` once it
+    /// has, `None` if it still ran at the bound (it is then killed, so nothing is left).
+    pub fn wait_exit(mut self, limit: Duration) -> Result<Option<bool>> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Ok(Some(status.success())),
+                Ok(None) => std::thread::sleep(POLL_INTERVAL),
+                Err(e) => return Err(Error::io("wait for a node's command", e)),
+            }
+        }
+        self.kill().map(|()| None)
+    }
+
     /// SIGKILL and reap.
     pub fn kill(mut self) -> Result<()> {
         self.signal(Signal::SIGKILL);
