@@ -324,6 +324,8 @@ pub const BOUNDS: &[(&str, i64, i64)] = &[
     ("connections.max.idle.ms", 1, LONG_MAX),
     ("tidewater.request.header.timeout.ms", 1, LONG_MAX),
     ("replica.high.watermark.checkpoint.interval.ms", 1, LONG_MAX),
+    ("max.connections.per.ip", 0, INT_MAX),
+    ("tidewater.request.body.timeout.ms", 1, LONG_MAX),
 ];
 
 /// The bounds of a numeric setting, from [`BOUNDS`].
@@ -654,14 +656,12 @@ impl Config {
             "tidewater.unsafe.serve.lagging.hw.enable" => {
                 self.unsafe_serve_lagging_hw_enable = parse_bool(name, value)?
             }
-            "max.connections.per.ip" => {
-                self.max_connections_per_ip = parse(name, value, "a non-negative integer")?
-            }
+            "max.connections.per.ip" => self.max_connections_per_ip = parse_narrow(name, value)?,
             "max.connections.per.ip.overrides" => {
                 self.max_connections_per_ip_overrides = parse_ip_counts(name, value)?
             }
             "tidewater.request.body.timeout.ms" => {
-                self.request_body_timeout_ms = parse_positive(name, value)?
+                self.request_body_timeout_ms = parse_count(name, value)?
             }
             _ => return self.apply_bug(name, value),
         }
