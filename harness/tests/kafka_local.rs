@@ -23,6 +23,14 @@ const SUBNET: &str = "10.230.2.0/24";
 /// cannot be had here.
 fn kafka_available() -> bool {
     let fetched = tidewater(&["kafka", "fetch"]);
+    // CI sets this, so that a machine where the fetch fails fails the test instead of
+    // skipping it.
+    if fetched.code != 0 && std::env::var_os("TIDEWATER_REQUIRE_KAFKA").is_some() {
+        panic!(
+            "TIDEWATER_REQUIRE_KAFKA is set but Kafka could not be fetched:\n{}",
+            fetched.stderr
+        );
+    }
     if fetched.code != 0 {
         eprintln!(
             "skipping kafka_local: Kafka could not be fetched (CI fetches it first):\n{}",
