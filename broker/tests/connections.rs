@@ -152,6 +152,10 @@ async fn malformed_http_is_answered_with_the_json_error() {
         b"GET /v1/ping HTTP/9.9\r\n\r\n",
         b"POST /v1/topics HTTP/1.1\r\nContent-Length: ten\r\n\r\n",
         b"POST /v1/topics HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+        // A chunked body that stalls after three bytes: it was handed to the library
+        // unfollowed and held the connection with no deadline; refused at its head now.
+        b"POST /v1/topics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+        b"GET /v1/ping HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
         b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
     ];
     for request in malformed {

@@ -6,9 +6,10 @@
 //! The checks are those the library (hyper, with httparse) applies to a request head: the
 //! request line and header fields as httparse parses them, at most [`HEADER_FIELDS_MAX`]
 //! fields, a request target that parses as a URI, `Content-Length` values that are numbers and
-//! agree, `Transfer-Encoding` only in HTTP/1.1 and ending with `chunked`. Bodies with
-//! `Transfer-Encoding` and upgrades are left to the library from there on (this module stops
-//! following the connection): the broker's clients send `Content-Length`.
+//! agree. A body must be announced by `Content-Length`: a chunked body (`Transfer-Encoding`),
+//! an upgrade or CONNECT is refused as malformed, since a body of unknown length could not be
+//! held to `tidewater.request.body.timeout.ms` (the library would wait for its end for as long
+//! as the connection lives) and the broker's API takes no such requests.
 
 use std::borrow::Cow;
 
@@ -27,8 +28,6 @@ enum State {
     Head,
     /// Receiving a body: this many bytes belong to it.
     Body { remaining: u64 },
-    /// A body of unknown length (chunked) or an upgrade: the library follows from here.
-    Opaque,
 }
 
 /// A connection's request stream, as far as its framing goes.
@@ -60,10 +59,6 @@ impl RequestStream {
         let mut input = Cow::Borrowed(input);
         loop {
             match self.state {
-                State::Opaque => {
-                    cleared.extend_from_slice(&input);
-                    return Ok(());
-                }
                 State::Body { remaining } => {
                     let n = remaining.min(input.len() as u64) as usize;
                     cleared.extend_from_slice(&input[..n]);
@@ -124,11 +119,6 @@ impl RequestStream {
         matches!(self.state, State::Body { .. })
     }
 
-    /// Whether the stream is no longer followed (a chunked body or an upgrade).
-    pub fn is_opaque(&self) -> bool {
-        self.state == State::Opaque
-    }
-
     /// Complete, valid request heads so far.
     pub fn heads_completed(&self) -> u64 {
         self.heads_completed
@@ -139,7 +129,7 @@ impl RequestStream {
     pub fn read_limit(&self) -> Option<u64> {
         match self.state {
             State::Body { remaining } => Some(remaining),
-            State::Head | State::Opaque => None,
+            State::Head => None,
         }
     }
 }
@@ -192,22 +182,19 @@ fn check_head(bytes: &[u8]) -> Result<Option<(usize, State)>, String> {
             upgrade = true;
         }
     }
-    let body = match transfer_encoding {
-        Some(_) if request.version == Some(0) => {
-            return Err("Transfer-Encoding in an HTTP/1.0 request".to_string())
-        }
-        Some(codings) => {
-            let last = codings.rsplit(|&b| b == b',').next().unwrap_or_default();
-            if !last.trim_ascii().eq_ignore_ascii_case(b"chunked") {
-                return Err("Transfer-Encoding must end with chunked".to_string());
-            }
-            State::Opaque
-        }
-        None if upgrade || request.method == Some("CONNECT") => State::Opaque,
-        None => match content_length.unwrap_or(0) {
-            0 => State::Head,
-            remaining => State::Body { remaining },
-        },
+    if transfer_encoding.is_some() {
+        return Err(
+            "Transfer-Encoding is not accepted: send the body with Content-Length (a body of \
+             unknown length could not be held to tidewater.request.body.timeout.ms)"
+                .to_string(),
+        );
+    }
+    if upgrade || request.method == Some("CONNECT") {
+        return Err("upgrades and CONNECT are not served".to_string());
+    }
+    let body = match content_length.unwrap_or(0) {
+        0 => State::Head,
+        remaining => State::Body { remaining },
     };
     Ok(Some((head_len, body)))
 }
@@ -287,11 +274,20 @@ mod tests {
     }
 
     #[test]
-    fn chunked_bodies_and_upgrades_are_left_to_the_library() {
-        let mut stream = RequestStream::default();
-        let head = b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
-        let cleared = feed_all(&mut stream, &[head, b"garbage that is not checked"]).unwrap();
-        assert!(stream.is_opaque());
-        assert!(cleared.ends_with(b"not checked"));
+    fn chunked_bodies_upgrades_and_connect_are_refused() {
+        // A chunked body was handed to the library unfollowed, so a client that stalled it
+        // held its connection with no deadline; every such head is refused now.
+        for head in [
+            &b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"[..],
+            b"GET /x HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+            b"CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n",
+        ] {
+            let mut stream = RequestStream::default();
+            let err = feed_all(&mut stream, &[head]).unwrap_err();
+            assert!(
+                err.contains("Content-Length") || err.contains("not served"),
+                "{err}"
+            );
+        }
     }
 }
