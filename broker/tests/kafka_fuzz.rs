@@ -839,6 +839,14 @@ fn fuzzed_frames_neither_crash_wedge_nor_balloon_the_broker() {
 
 /// One uncompressed record the broker accepts (a key and a value, no headers).
 fn plain_batch(rng: &mut StdRng) -> Vec<u8> {
+    one_record_batch(
+        Bytes::from(format!("after-fuzz-{}", rng.gen::<u32>())),
+        Compression::None,
+    )
+}
+
+/// A v2 batch of one record with `value` (no key, no headers), compressed with `compression`.
+fn one_record_batch(value: Bytes, compression: Compression) -> Vec<u8> {
     let record = Record {
         transactional: false,
         control: false,
@@ -850,13 +858,13 @@ fn plain_batch(rng: &mut StdRng) -> Vec<u8> {
         sequence: -1,
         timestamp: 1_000,
         key: None,
-        value: Some(Bytes::from(format!("after-fuzz-{}", rng.gen::<u32>()))),
+        value: Some(value),
         headers: IndexMap::new(),
         delete_horizon: false,
     };
     let options = RecordEncodeOptions {
         version: 2,
-        compression: Compression::None,
+        compression,
     };
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(&mut buf, &[record], &options).unwrap();
@@ -871,31 +879,11 @@ fn plain_batch(rng: &mut StdRng) -> Vec<u8> {
 fn issue_22_a_gzip_bomb_is_message_too_large_and_appends_nothing() {
     let broker = InProcessBroker::start();
     let produce = |value_bytes: usize| {
-        let record = Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: 0,
-            sequence: -1,
-            timestamp: 1_000,
-            key: None,
-            value: Some(Bytes::from(vec![0u8; value_bytes])),
-            headers: IndexMap::new(),
-            delete_horizon: false,
-        };
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: Compression::Gzip,
-        };
-        let mut batch = BytesMut::new();
-        RecordBatchEncoder::encode(&mut batch, &[record], &options).unwrap();
+        let batch = one_record_batch(Bytes::from(vec![0u8; value_bytes]), Compression::Gzip);
         let wire_bytes = batch.len();
         let partition = produce_request::PartitionProduceData::default()
             .with_index(0)
-            .with_records(Some(batch.freeze()));
+            .with_records(Some(Bytes::from(batch)));
         let request = ProduceRequest::default()
             .with_acks(1)
             .with_timeout_ms(5_000)

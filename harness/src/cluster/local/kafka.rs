@@ -111,13 +111,7 @@ pub fn log_tail(path: &Path, n: usize) -> String {
     let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES_MAX)));
     let mut bytes = Vec::new();
     let _ = file.read_to_end(&mut bytes);
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..]
-        .iter()
-        .map(|l| format!("  {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::kafka::fetch::last_lines(&String::from_utf8_lossy(&bytes), n)
 }
 
 #[cfg(test)]
