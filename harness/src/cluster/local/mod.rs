@@ -358,8 +358,12 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// The node's directory, absolute: its processes run with it as their working directory,
+    /// so a relative store (the default `store`) would name the wrong files there (Kafka's
+    /// StorageTool did not find `store/.../server.properties`).
     fn node_dir(&self, node: &str) -> PathBuf {
-        self.spec.run_dir.join("nodes").join(node)
+        let dir = self.spec.run_dir.join("nodes").join(node);
+        std::path::absolute(&dir).unwrap_or(dir)
     }
 
     fn proc_slot(&self, node: &str) -> Result<std::sync::MutexGuard<'_, Option<NodeProcess>>> {
