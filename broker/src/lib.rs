@@ -11,6 +11,8 @@
 //! - [`http`]: the HTTP/1.1 front door of broker and controller: connection limit, header and
 //!   idle timeouts, JSON answers to malformed requests.
 //! - [`api`]: HTTP routes, request/response types, handlers.
+//! - [`kafka`]: Kafka's binary protocol (`kafka.listeners`): frames, request bounds, dispatch
+//!   and the handlers of the APIs served, over the same internals as the HTTP API.
 //! - [`error`]: Kafka's error names, HTTP statuses and the JSON error body.
 //! - [`group`]: consumer groups: the coordinator, rebalances, committed offsets.
 //! - [`topics`]: the topic catalog, persisted atomically in the first log dir.

@@ -23,9 +23,6 @@ pub enum ServerError {
     /// The listener failed.
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
-    /// The requested role has no implementation yet.
-    #[error("{0}")]
-    NotImplemented(&'static str),
 }
 
 /// State shared by every request handler and background task.
@@ -168,8 +165,8 @@ pub async fn run_with_kafka(
     Ok(())
 }
 
-/// The controller role's entry point. The controller (`broker/src/controller/`) plugs in here;
-/// until it does, starting with `--role controller` fails with this clear error.
+/// The controller role's entry point (`--role controller`): serves the cluster metadata of
+/// `broker/src/controller/` over HTTP until `shutdown` completes.
 pub async fn run_controller(
     listener: TcpListener,
     config: Config,
