@@ -821,20 +821,32 @@ fn fuzzed_frames_neither_crash_wedge_nor_balloon_the_broker() {
     // Still serving: a produce appends and ListOffsets sees it.
     let before = latest_offset(&broker, "after_fuzz");
     let mut rng = StdRng::seed_from_u64(seed);
+    let answer = produce_one(&broker, "after_fuzz", 3, plain_batch(&mut rng));
+    assert_eq!(answer.error_code, 0, "{answer:?}");
+    assert_eq!(latest_offset(&broker, "after_fuzz"), before + 1);
+}
+
+/// Produces `batch` to partition 0 of `topic` with acks=1 over Produce `version`, and gives
+/// the partition's answer.
+fn produce_one(
+    broker: &InProcessBroker,
+    topic: &'static str,
+    version: i16,
+    batch: Vec<u8>,
+) -> produce_response::PartitionProduceResponse {
     let partition = produce_request::PartitionProduceData::default()
         .with_index(0)
-        .with_records(Some(Bytes::from(plain_batch(&mut rng))));
+        .with_records(Some(Bytes::from(batch)));
     let request = ProduceRequest::default()
         .with_acks(1)
         .with_timeout_ms(5_000)
         .with_topic_data(vec![produce_request::TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str("after_fuzz")))
+            .with_name(TopicName(StrBytes::from_static_str(topic)))
             .with_partition_data(vec![partition])]);
     let answer: ProduceResponse = broker
-        .call(ApiKey::Produce, 3, &request)
+        .call(ApiKey::Produce, version, &request)
         .expect("an answer");
-    assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
-    assert_eq!(latest_offset(&broker, "after_fuzz"), before + 1);
+    answer.responses[0].partition_responses[0].clone()
 }
 
 /// One uncompressed record the broker accepts (a key and a value, no headers).
@@ -880,23 +892,7 @@ fn issue_22_a_gzip_bomb_is_message_too_large_and_appends_nothing() {
     let broker = InProcessBroker::start();
     let produce = |value_bytes: usize| {
         let batch = one_record_batch(Bytes::from(vec![0u8; value_bytes]), Compression::Gzip);
-        let wire_bytes = batch.len();
-        let partition = produce_request::PartitionProduceData::default()
-            .with_index(0)
-            .with_records(Some(Bytes::from(batch)));
-        let request = ProduceRequest::default()
-            .with_acks(1)
-            .with_timeout_ms(5_000)
-            .with_topic_data(vec![produce_request::TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("t")))
-                .with_partition_data(vec![partition])]);
-        let answer: ProduceResponse = broker
-            .call(ApiKey::Produce, 8, &request)
-            .expect("an answer");
-        (
-            wire_bytes,
-            answer.responses[0].partition_responses[0].clone(),
-        )
+        (batch.len(), produce_one(&broker, "t", 8, batch))
     };
     let (wire_bytes, bomb) = produce(16 << 20);
     assert!(
