@@ -48,8 +48,9 @@ const XERIAL_HEADER_BYTES: usize = 16;
 
 /// Decompresses `raw` (a batch's records as compressed by `compression`) into at most
 /// `max_bytes` bytes, or says why not.
+/// Uncompressed records are handed back as they are (no copy on the produce path).
 pub fn decompress_capped(
-    raw: &[u8],
+    raw: Bytes,
     compression: Compression,
     max_bytes: u64,
 ) -> Result<Bytes, DecompressError> {
@@ -58,10 +59,10 @@ pub fn decompress_capped(
             if raw.len() as u64 > max_bytes {
                 return Err(DecompressError::TooLarge { max_bytes });
             }
-            Ok(Bytes::copy_from_slice(raw))
+            Ok(raw)
         }
-        Compression::Gzip => gunzip_capped(raw, max_bytes),
-        Compression::Snappy => unsnappy_capped(raw, max_bytes),
+        Compression::Gzip => gunzip_capped(&raw, max_bytes),
+        Compression::Snappy => unsnappy_capped(&raw, max_bytes),
         other => Err(DecompressError::Unsupported(other)),
     }
 }
@@ -152,7 +153,7 @@ mod tests {
     #[test]
     fn gzip_within_the_cap_decompresses_whole() {
         let data = vec![7u8; 10_000];
-        let plain = decompress_capped(&gzip(&data), Compression::Gzip, 10_000).unwrap();
+        let plain = decompress_capped(gzip(&data).into(), Compression::Gzip, 10_000).unwrap();
         assert_eq!(&plain[..], &data[..]);
     }
 
@@ -161,7 +162,7 @@ mod tests {
         // 64 MiB of zeros compress to about 64 KiB; the cap is 1 MiB.
         let bomb = gzip(&vec![0u8; 64 << 20]);
         assert!(bomb.len() < 100_000, "{}", bomb.len());
-        let err = decompress_capped(&bomb, Compression::Gzip, 1 << 20).unwrap_err();
+        let err = decompress_capped(bomb.into(), Compression::Gzip, 1 << 20).unwrap_err();
         assert_eq!(err, DecompressError::TooLarge { max_bytes: 1 << 20 });
     }
 
@@ -169,9 +170,10 @@ mod tests {
     fn snappy_blocks_are_checked_against_what_remains_of_the_cap() {
         let block = vec![1u8; 32 * 1024];
         let framed = xerial(&[&block, &block]);
-        let plain = decompress_capped(&framed, Compression::Snappy, 64 * 1024).unwrap();
+        let plain =
+            decompress_capped(framed.clone().into(), Compression::Snappy, 64 * 1024).unwrap();
         assert_eq!(plain.len(), 64 * 1024);
-        let err = decompress_capped(&framed, Compression::Snappy, 64 * 1024 - 1).unwrap_err();
+        let err = decompress_capped(framed.into(), Compression::Snappy, 64 * 1024 - 1).unwrap_err();
         assert_eq!(
             err,
             DecompressError::TooLarge {
@@ -185,11 +187,12 @@ mod tests {
         // A raw snappy block starts with its uncompressed length as a varint: 2^31 here,
         // in five bytes. Refused on the stated length, before any room is made for it.
         let lying = [0x80, 0x80, 0x80, 0x80, 0x08, 0x00];
-        let err = decompress_capped(&lying, Compression::Snappy, 1 << 20).unwrap_err();
+        let err = decompress_capped(Bytes::copy_from_slice(&lying), Compression::Snappy, 1 << 20)
+            .unwrap_err();
         assert_eq!(err, DecompressError::TooLarge { max_bytes: 1 << 20 });
         let raw = snap::raw::Encoder::new().compress_vec(b"hello").unwrap();
         assert_eq!(
-            &decompress_capped(&raw, Compression::Snappy, 5).unwrap()[..],
+            &decompress_capped(raw.into(), Compression::Snappy, 5).unwrap()[..],
             b"hello"
         );
     }
@@ -197,7 +200,8 @@ mod tests {
     #[test]
     fn garbage_is_corrupt_not_a_panic() {
         for codec in [Compression::Gzip, Compression::Snappy] {
-            let err = decompress_capped(b"\x1f\x8b\x08garbage", codec, 1 << 20).unwrap_err();
+            let err = decompress_capped(Bytes::from_static(b"\x1f\x8b\x08garbage"), codec, 1 << 20)
+                .unwrap_err();
             assert!(
                 matches!(err, DecompressError::Corrupt(_)),
                 "{codec:?}: {err:?}"

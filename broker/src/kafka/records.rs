@@ -84,7 +84,7 @@ fn decode_produce_records(records: &Bytes, max_message_bytes: u64) -> Result<Vec
     // compressed batch's counts can only be checked against its uncompressed bytes.
     let records_refusal = std::cell::RefCell::new(None);
     let checked = |raw: &mut Bytes, compression: Compression| -> anyhow::Result<Bytes> {
-        let plain = decompress_capped(&std::mem::take(raw), compression, max_message_bytes)
+        let plain = decompress_capped(std::mem::take(raw), compression, max_message_bytes)
             .map_err(|e| {
                 let message = e.to_string();
                 *records_refusal.borrow_mut() = Some(decompress_refusal(e));
