@@ -1,17 +1,19 @@
-//! Errors of the client API: Kafka's error names, one HTTP status each, and the JSON body
-//! `{"error": "NAME", "message": "..."}` every failed request answers with.
+//! Errors of the broker's operations: Kafka's error names ([`ErrorKind`]) and the failed
+//! request ([`ApiError`]) every operation refuses with, whichever front door asked. Each front
+//! door encodes them its own way: the HTTP routes as one status per kind and the JSON body
+//! `{"error": "NAME", "message": "..."}` ([`crate::http::errors`]), the Kafka listener as
+//! Kafka's error codes ([`crate::kafka::errors`]).
 
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use tidewater_kafka_model::ErrorCode;
 
 use crate::partition::AppendError;
+use crate::storage::producer_state::ProducerError;
 use crate::storage::LogError;
 
 /// The cause of a failed request, named as Kafka names its error codes.
 ///
 /// Callers branch on the kind (the harness decides `fail` vs `info` from it), so every kind keeps
-/// one name and one HTTP status; `docs/api.md` lists them.
+/// one name (and one HTTP status, [`crate::http::errors::status`]); `docs/api.md` lists them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     /// The topic or partition does not exist (on this broker).
@@ -62,63 +64,53 @@ pub enum ErrorKind {
     UnsupportedVersion,
     /// A bug or an unexpected state on the broker.
     UnknownServerError,
+    /// An idempotent producer's batch does not continue its last sequence, or a new producer
+    /// epoch does not start at sequence 0: nothing was written.
+    OutOfOrderSequenceNumber,
+    /// An idempotent producer's batch carries an epoch below its current one (a fenced
+    /// producer): nothing was written.
+    InvalidProducerEpoch,
+    /// A producer with a transaction open in the partition sent a batch outside it (Kafka's
+    /// INVALID_TXN_STATE from `ProducerAppendInfo`): nothing was written.
+    InvalidTxnState,
 }
 
 impl ErrorKind {
-    /// Kafka's name of the error, as it appears in the `error` field.
-    pub fn name(self) -> &'static str {
+    /// Kafka's error code of this kind (its name and its number), from the shared model.
+    pub fn kafka(self) -> ErrorCode {
         match self {
-            Self::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
-            Self::InvalidTopicException => "INVALID_TOPIC_EXCEPTION",
-            Self::InvalidRequest => "INVALID_REQUEST",
-            Self::InvalidRequiredAcks => "INVALID_REQUIRED_ACKS",
-            Self::InvalidRecord => "INVALID_RECORD",
-            Self::InvalidTimestamp => "INVALID_TIMESTAMP",
-            Self::InvalidPartitions => "INVALID_PARTITIONS",
-            Self::InvalidReplicationFactor => "INVALID_REPLICATION_FACTOR",
-            Self::InvalidConfig => "INVALID_CONFIG",
-            Self::MessageTooLarge => "MESSAGE_TOO_LARGE",
-            Self::OffsetOutOfRange => "OFFSET_OUT_OF_RANGE",
-            Self::TopicAlreadyExists => "TOPIC_ALREADY_EXISTS",
-            Self::NotLeaderOrFollower => "NOT_LEADER_OR_FOLLOWER",
-            Self::FencedLeaderEpoch => "FENCED_LEADER_EPOCH",
-            Self::UnknownLeaderEpoch => "UNKNOWN_LEADER_EPOCH",
-            Self::NotEnoughReplicas => "NOT_ENOUGH_REPLICAS",
-            Self::NotEnoughReplicasAfterAppend => "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-            Self::RequestTimedOut => "REQUEST_TIMED_OUT",
-            Self::OffsetNotAvailable => "OFFSET_NOT_AVAILABLE",
-            Self::LeaderNotAvailable => "LEADER_NOT_AVAILABLE",
-            Self::KafkaStorageError => "KAFKA_STORAGE_ERROR",
-            Self::UnsupportedVersion => "UNSUPPORTED_VERSION",
-            Self::UnknownServerError => "UNKNOWN_SERVER_ERROR",
+            Self::UnknownTopicOrPartition => ErrorCode::UnknownTopicOrPartition,
+            Self::InvalidTopicException => ErrorCode::InvalidTopicException,
+            Self::InvalidRequest => ErrorCode::InvalidRequest,
+            Self::InvalidRequiredAcks => ErrorCode::InvalidRequiredAcks,
+            Self::InvalidRecord => ErrorCode::InvalidRecord,
+            Self::InvalidTimestamp => ErrorCode::InvalidTimestamp,
+            Self::InvalidPartitions => ErrorCode::InvalidPartitions,
+            Self::InvalidReplicationFactor => ErrorCode::InvalidReplicationFactor,
+            Self::InvalidConfig => ErrorCode::InvalidConfig,
+            Self::MessageTooLarge => ErrorCode::MessageTooLarge,
+            Self::OffsetOutOfRange => ErrorCode::OffsetOutOfRange,
+            Self::TopicAlreadyExists => ErrorCode::TopicAlreadyExists,
+            Self::NotLeaderOrFollower => ErrorCode::NotLeaderOrFollower,
+            Self::FencedLeaderEpoch => ErrorCode::FencedLeaderEpoch,
+            Self::UnknownLeaderEpoch => ErrorCode::UnknownLeaderEpoch,
+            Self::NotEnoughReplicas => ErrorCode::NotEnoughReplicas,
+            Self::NotEnoughReplicasAfterAppend => ErrorCode::NotEnoughReplicasAfterAppend,
+            Self::RequestTimedOut => ErrorCode::RequestTimedOut,
+            Self::OffsetNotAvailable => ErrorCode::OffsetNotAvailable,
+            Self::LeaderNotAvailable => ErrorCode::LeaderNotAvailable,
+            Self::KafkaStorageError => ErrorCode::KafkaStorageError,
+            Self::UnsupportedVersion => ErrorCode::UnsupportedVersion,
+            Self::UnknownServerError => ErrorCode::UnknownServerError,
+            Self::OutOfOrderSequenceNumber => ErrorCode::OutOfOrderSequenceNumber,
+            Self::InvalidProducerEpoch => ErrorCode::InvalidProducerEpoch,
+            Self::InvalidTxnState => ErrorCode::InvalidTxnState,
         }
     }
 
-    /// The HTTP status the error is answered with.
-    pub fn status(self) -> StatusCode {
-        match self {
-            Self::UnknownTopicOrPartition | Self::UnsupportedVersion => StatusCode::NOT_FOUND,
-            Self::InvalidTopicException
-            | Self::InvalidRequest
-            | Self::InvalidRequiredAcks
-            | Self::InvalidRecord
-            | Self::InvalidTimestamp
-            | Self::InvalidPartitions
-            | Self::InvalidReplicationFactor
-            | Self::InvalidConfig => StatusCode::BAD_REQUEST,
-            Self::MessageTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::OffsetOutOfRange => StatusCode::RANGE_NOT_SATISFIABLE,
-            Self::TopicAlreadyExists | Self::FencedLeaderEpoch | Self::UnknownLeaderEpoch => {
-                StatusCode::CONFLICT
-            }
-            Self::NotLeaderOrFollower => StatusCode::MISDIRECTED_REQUEST,
-            Self::NotEnoughReplicas
-            | Self::NotEnoughReplicasAfterAppend
-            | Self::OffsetNotAvailable
-            | Self::LeaderNotAvailable => StatusCode::SERVICE_UNAVAILABLE,
-            Self::RequestTimedOut => StatusCode::GATEWAY_TIMEOUT,
-            Self::KafkaStorageError | Self::UnknownServerError => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+    /// Kafka's name of the error, as it appears in the `error` field.
+    pub fn name(self) -> &'static str {
+        self.kafka().name()
     }
 }
 
@@ -153,32 +145,6 @@ impl ApiError {
             None => format!("unknown topic {topic:?}"),
         };
         ApiError::new(ErrorKind::UnknownTopicOrPartition, message)
-    }
-}
-
-/// The name of the error a response carries, stored in the response's extensions so the metrics
-/// middleware can count requests by route and error without parsing bodies.
-#[derive(Debug, Clone, Copy)]
-pub struct ErrorName(pub &'static str);
-
-/// The JSON body of every error response.
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: &'static str,
-    message: &'a str,
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: self.kind.name(),
-            message: &self.message,
-        };
-        let mut response = (self.kind.status(), axum::Json(body)).into_response();
-        response
-            .extensions_mut()
-            .insert(ErrorName(self.kind.name()));
-        response
     }
 }
 
@@ -217,6 +183,14 @@ impl From<LogError> for ApiError {
                 ErrorKind::UnknownTopicOrPartition,
                 "the topic was deleted while the request was served",
             ),
+            LogError::Producer(error) => {
+                let kind = match error {
+                    ProducerError::InvalidProducerEpoch { .. } => ErrorKind::InvalidProducerEpoch,
+                    ProducerError::OutsideTransaction { .. } => ErrorKind::InvalidTxnState,
+                    ProducerError::OutOfOrderSequence { .. } => ErrorKind::OutOfOrderSequenceNumber,
+                };
+                ApiError::new(kind, error.to_string())
+            }
         }
     }
 }
@@ -235,30 +209,5 @@ impl From<AppendError> for ApiError {
             ),
             AppendError::Log(error) => error.into(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn error_response_has_kafka_name_status_and_extension() {
-        let response = ApiError::unknown_topic("t0", Some(3)).into_response();
-        assert_eq!(response.status(), StatusCode::NOT_FOUND);
-        let name = response.extensions().get::<ErrorName>().unwrap().0;
-        assert_eq!(name, "UNKNOWN_TOPIC_OR_PARTITION");
-    }
-
-    #[test]
-    fn offset_out_of_range_maps_to_416() {
-        let error = ApiError::from(LogError::OffsetOutOfRange {
-            offset: 9,
-            log_start_offset: 0,
-            log_end_offset: 4,
-        });
-        assert_eq!(error.kind, ErrorKind::OffsetOutOfRange);
-        assert_eq!(error.kind.status(), StatusCode::RANGE_NOT_SATISFIABLE);
-        assert!(error.message.contains("offset 9"), "{}", error.message);
     }
 }

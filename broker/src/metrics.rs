@@ -1,21 +1,15 @@
 //! Counters of the broker and their Prometheus text rendering (`GET /metrics`).
 //!
 //! Request counts are kept by (method, route template, error name) and filled in by the
-//! [`track_requests`] middleware; partition gauges are read from the catalog at scrape time, so
+//! HTTP routes' middleware ([`crate::http::routes::request_metrics`]); partition gauges are read from the catalog at scrape time, so
 //! they are never stale. Names follow Kafka's JMX metrics (`UnderReplicatedPartitions`, ...)
 //! in Prometheus' snake case with a `tidewater_` prefix; `docs/api.md` lists them.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
-
-use crate::error::ErrorName;
-use crate::server::Broker;
 use crate::topics::TopicCatalog;
 
 /// Label set of one request counter.
@@ -213,27 +207,4 @@ fn render_partitions(
             );
         }
     }
-}
-
-/// Middleware: counts every request by its route template (not the raw path, so label values
-/// stay bounded) and the error name the handler put in the response.
-pub async fn track_requests(
-    State(broker): State<Arc<Broker>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let method = request.method().to_string();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".to_string());
-    let response = next.run(request).await;
-    let error = response
-        .extensions()
-        .get::<ErrorName>()
-        .map(|e| e.0)
-        .unwrap_or("NONE");
-    broker.metrics.count_request(&method, &route, error);
-    response
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::storage::{Log, LogConfig, LogError, Record, StoredRecord};
+use crate::storage::{Log, LogConfig, LogError, ProducerStamp, Record, StoredRecord};
 
 /// Which records a fetch may see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +27,9 @@ pub enum Isolation {
     Committed,
     /// Every record up to the log end offset, including records not yet replicated.
     Uncommitted,
+    /// Only records below the last stable offset: Kafka's `read_committed`, which reads no
+    /// record of a transaction still open.
+    Stable,
 }
 
 /// The offsets of a partition at one moment, as published to waiters and reported by the API.
@@ -38,6 +41,9 @@ pub struct PartitionOffsets {
     pub high_watermark: u64,
     /// Next offset to be written (LEO).
     pub log_end_offset: u64,
+    /// The last stable offset: the HW, or the first offset of the earliest transaction still
+    /// open, if that is lower.
+    pub last_stable_offset: u64,
     /// The leader epoch this replica currently serves.
     pub leader_epoch: u32,
 }
@@ -48,6 +54,7 @@ impl PartitionOffsets {
         match isolation {
             Isolation::Committed => self.high_watermark,
             Isolation::Uncommitted => self.log_end_offset,
+            Isolation::Stable => self.last_stable_offset,
         }
     }
 }
@@ -61,6 +68,9 @@ pub struct Appended {
     pub last_offset: u64,
     /// The partition's offsets right after the append.
     pub offsets: PartitionOffsets,
+    /// For an idempotent producer's retry of a batch the log holds, the original's largest
+    /// record timestamp: nothing was appended, the offsets are the original's.
+    pub duplicate: Option<i64>,
 }
 
 /// Why a leader append was refused.
@@ -99,10 +109,17 @@ pub struct PartitionState {
 
 impl PartitionState {
     fn offsets(&self) -> PartitionOffsets {
+        let unstable = self
+            .log
+            .producers()
+            .first_unstable_offset(self.high_watermark);
         let offsets = PartitionOffsets {
             log_start_offset: self.log.log_start_offset(),
             high_watermark: self.high_watermark,
             log_end_offset: self.log.log_end_offset(),
+            last_stable_offset: unstable.map_or(self.high_watermark, |first| {
+                first.clamp(self.log.log_start_offset(), self.high_watermark)
+            }),
             leader_epoch: self.leader_epoch,
         };
         assert!(
@@ -192,6 +209,18 @@ impl Partition {
         records: Vec<Record>,
         min_insync_replicas: Option<u16>,
     ) -> Result<Appended, AppendError> {
+        self.append_from_producer(records, min_insync_replicas, None)
+    }
+
+    /// [`Partition::append`] of an idempotent producer's batch (`producer`): a retry of a
+    /// batch the log holds is answered with its offsets, a fenced epoch or a sequence out of
+    /// order refused ([`Log::append_from_producer`]).
+    pub fn append_from_producer(
+        &self,
+        records: Vec<Record>,
+        min_insync_replicas: Option<u16>,
+        producer: Option<ProducerStamp>,
+    ) -> Result<Appended, AppendError> {
         let mut state = self.lock();
         if let Some(min_insync_replicas) = min_insync_replicas {
             if state.isr.len() < usize::from(min_insync_replicas) {
@@ -202,8 +231,17 @@ impl Partition {
             }
         }
         let epoch = state.leader_epoch;
-        let (base_offset, last_offset) = state.log.append(records, epoch)?;
+        let appended = state.log.append_from_producer(records, epoch, producer)?;
+        let (base_offset, last_offset) = (appended.base_offset, appended.last_offset);
         let log_end_offset = state.log.log_end_offset();
+        if appended.duplicate.is_some() {
+            return Ok(Appended {
+                base_offset,
+                last_offset,
+                offsets: state.offsets(),
+                duplicate: appended.duplicate,
+            });
+        }
         assert_eq!(
             log_end_offset,
             last_offset + 1,
@@ -219,6 +257,7 @@ impl Partition {
             base_offset,
             last_offset,
             offsets,
+            duplicate: None,
         })
     }
 
@@ -227,6 +266,7 @@ impl Partition {
         let high_watermark = high_watermark.min(state.log.log_end_offset());
         if high_watermark > state.high_watermark {
             state.high_watermark = high_watermark;
+            state.log.prune_completed_transactions(high_watermark);
         }
     }
 
@@ -257,6 +297,15 @@ impl Partition {
         }
         let records = state.log.read(offset, max_bytes, end)?;
         Ok((records, offsets))
+    }
+
+    /// The aborted transactions whose records may lie in `[from, to)`, oldest first.
+    pub fn aborted_transactions(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Vec<crate::storage::producer_state::AbortedTxn> {
+        self.lock().log.producers().aborted_between(from, to)
     }
 
     /// Waits until a fetch at `offset` with `isolation` has something to return (or would fail

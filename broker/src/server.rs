@@ -1,5 +1,8 @@
-//! The broker process: shared state ([`Broker`]), the accept loop ([`run`]) and background tasks
-//! (retention). The binary and the integration tests both start the broker through [`run`].
+//! The broker process's entry points: [`run`] opens the logs, builds the shared [`Broker`],
+//! starts the replication side, the group coordinator and the retention task, and serves both
+//! front doors (the HTTP routes of [`crate::http::routes`] and the Kafka listener of
+//! [`crate::kafka`]) until shutdown; [`run_controller`] does the same for the controller role.
+//! The binary and the integration tests both start the broker through [`run`].
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -9,6 +12,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::broker::Broker;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::storage::clean_shutdown;
@@ -23,31 +27,6 @@ pub enum ServerError {
     /// The listener failed.
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
-}
-
-/// State shared by every request handler and background task.
-pub struct Broker {
-    /// The settings the broker started with.
-    pub config: Config,
-    /// The URL this broker advertises in metadata.
-    pub advertised_url: String,
-    /// Topics and the partitions hosted here.
-    pub topics: TopicCatalog,
-    /// Request and byte counters for `/metrics`.
-    pub metrics: Metrics,
-    /// The replication side (controller registration, leaders, followers), when the broker
-    /// runs in a cluster (`controller.address` set); `None` for a standalone broker.
-    pub cluster: Option<Arc<crate::replication::ReplicaManager>>,
-    /// Flips to `true` when shutdown starts, so long polls end at once instead of delaying it.
-    pub shutdown: watch::Receiver<bool>,
-}
-
-impl Broker {
-    /// Resolves when shutdown has started.
-    pub async fn shutdown_started(&self) {
-        let mut shutdown = self.shutdown.clone();
-        let _ = shutdown.wait_for(|stopping| *stopping).await;
-    }
 }
 
 /// Serves the broker on `listener` until `shutdown` resolves, then finishes in-flight requests,
@@ -77,6 +56,7 @@ pub async fn run_with_kafka(
     let topics = tokio::task::spawn_blocking(move || TopicCatalog::open(&open_config))
         .await
         .expect("catalog opening panicked")?;
+    let topics = Arc::new(topics);
     let (stop, stopping) = watch::channel(false);
     let advertised_url = config.advertised_url(bound);
     let kafka_advertised = match &kafka {
@@ -97,6 +77,7 @@ pub async fn run_with_kafka(
             Some(crate::replication::ReplicaManager::new(
                 settings,
                 previous_broker_epoch,
+                topics.clone(),
             ))
         }
         None => None,
@@ -108,6 +89,7 @@ pub async fn run_with_kafka(
         topics,
         metrics: Metrics::default(),
         shutdown: stopping,
+        producer_ids: Default::default(),
     });
     tracing::info!(
         address = %bound,
@@ -116,22 +98,28 @@ pub async fn run_with_kafka(
         "broker started"
     );
     let retention = tokio::spawn(retention_task(broker.clone()));
-    let replication = broker.cluster.as_ref().map(|c| c.start(broker.clone()));
+    let replication = broker.cluster.as_ref().map(|c| c.start());
     let coordinator = crate::group::GroupCoordinator::new(
         broker.clone(),
         crate::group::CoordinatorConfig::default(),
     );
+    let transactions = crate::txn::TransactionCoordinator::new(
+        broker.clone(),
+        crate::txn::TxnCoordinatorConfig::default(),
+    );
+    let transactions_task = tokio::spawn(transactions.clone().run());
     // One set of limits for both front doors: `max.connections.per.ip` counts them together.
     let limits = crate::http::ConnectionLimits::from_config(&broker.config);
     let kafka_task = kafka.zip(kafka_advertised).map(|(listener, advertised)| {
         let context = crate::kafka::KafkaContext {
             broker: broker.clone(),
             coordinator: coordinator.clone(),
+            transactions: transactions.clone(),
             advertised,
         };
         tokio::spawn(crate::kafka::serve(listener, context, limits.clone()))
     });
-    let app = crate::api::router(broker.clone(), coordinator);
+    let app = crate::http::routes::router(broker.clone(), coordinator);
     crate::http::serve(listener, app, limits, async move {
         shutdown.await;
         let _ = stop.send(true);
@@ -144,6 +132,8 @@ pub async fn run_with_kafka(
     }
     retention.abort();
     let _ = retention.await;
+    transactions_task.abort();
+    let _ = transactions_task.await;
     if let Some(task) = replication {
         task.abort();
         let _ = task.await;
@@ -208,7 +198,7 @@ async fn retention_task(broker: Arc<Broker>) {
 }
 
 fn apply_retention(broker: &Broker) {
-    let now_ms = now_ms();
+    let now_ms = crate::clock::timestamp_ms();
     for topic in broker.topics.list() {
         for partition in &topic.partitions {
             match partition.apply_retention(now_ms) {
@@ -236,12 +226,4 @@ fn flush_all(broker: &Broker) {
             }
         }
     }
-}
-
-/// Milliseconds since the Unix epoch (record timestamps, retention).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

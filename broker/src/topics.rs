@@ -416,10 +416,7 @@ fn remove_partition_dir(dir: &Path) -> std::io::Result<()> {
 /// would fail and the directory would stay (and block re-creating the topic).
 fn doomed_dir(dir: &Path) -> PathBuf {
     static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
+    let millis = crate::clock::now_ms();
     let sequence = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = dir
         .file_name()

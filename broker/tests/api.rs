@@ -920,3 +920,146 @@ async fn fsync_per_append_topic_serves_concurrent_produces() {
     values.dedup();
     assert_eq!(values.len(), 40, "every produce appended exactly once");
 }
+
+/// `GET .../replica-log`: the replica's own records with keys and batch epochs, in bounded
+/// pages that chain by `next_offset`, and a clear error for every bad request.
+#[tokio::test]
+async fn replica_log_pages_through_the_replicas_own_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("logs"), &["broker.id=7"]);
+    let client = Client::new(&broker.url);
+    client.create_topic("t0", 2, json!({})).await;
+    let keyed = json!({"acks": "1", "records": [{"key": "k0", "value": "v0"}, {"key": null, "value": "v1"}]});
+    let (status, answer) = client
+        .post("/v1/topics/t0/partitions/1/records", &keyed)
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    client.produce("t0", 1, &values("w", 3), "all").await;
+
+    let (status, whole) = client.get("/v1/topics/t0/partitions/1/replica-log").await;
+    assert_eq!(status, 200, "{whole}");
+    assert_eq!(
+        (
+            &whole["broker_id"],
+            &whole["role"],
+            &whole["log_start_offset"],
+            &whole["high_watermark"],
+            &whole["log_end_offset"],
+            &whole["next_offset"]
+        ),
+        (
+            &json!(7),
+            &json!("leader"),
+            &json!(0),
+            &json!(5),
+            &json!(5),
+            &json!(5)
+        )
+    );
+    assert_eq!(
+        whole["records"][0],
+        json!({"offset": 0, "leader_epoch": 0, "key": "k0", "value": "v0"})
+    );
+    let read: Vec<(u64, Value, String)> = whole["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["offset"].as_u64().unwrap(),
+                r["key"].clone(),
+                r["value"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let expected: Vec<(u64, Value, String)> =
+        [("k0", "v0"), ("", "v1"), ("", "w0"), ("", "w1"), ("", "w2")]
+            .iter()
+            .enumerate()
+            .map(|(i, (k, v))| {
+                (
+                    i as u64,
+                    if k.is_empty() { Value::Null } else { json!(k) },
+                    v.to_string(),
+                )
+            })
+            .collect();
+    assert_eq!(read, expected);
+
+    // Pages of 1 byte: one batch per page (a page holds at least one), chained by next_offset.
+    let mut offsets = Vec::new();
+    let mut next = 0;
+    while next < 5 {
+        let path = format!("/v1/topics/t0/partitions/1/replica-log?offset={next}&max_bytes=1");
+        let (status, page) = client.get(&path).await;
+        assert_eq!(status, 200, "{page}");
+        let records = page["records"].as_array().unwrap();
+        assert!(!records.is_empty(), "{page}");
+        offsets.extend(records.iter().map(|r| r["offset"].as_u64().unwrap()));
+        next = page["next_offset"].as_u64().unwrap();
+    }
+    assert_eq!(offsets, [0, 1, 2, 3, 4], "no record twice, none left out");
+    let (status, end) = client
+        .get("/v1/topics/t0/partitions/1/replica-log?offset=5")
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (end["records"].clone(), end["next_offset"].clone()),
+        (json!([]), json!(5))
+    );
+    let (status, empty) = client.get("/v1/topics/t0/partitions/0/replica-log").await;
+    assert_eq!(
+        (status, &empty["log_end_offset"], &empty["records"]),
+        (200, &json!(0), &json!([]))
+    );
+
+    for (path, status, error) in [
+        (
+            "/v1/topics/nope/partitions/0/replica-log",
+            404,
+            "UNKNOWN_TOPIC_OR_PARTITION",
+        ),
+        (
+            "/v1/topics/t0/partitions/2/replica-log",
+            404,
+            "UNKNOWN_TOPIC_OR_PARTITION",
+        ),
+        (
+            "/v1/topics/t0/partitions/1/replica-log?offset=6",
+            416,
+            "OFFSET_OUT_OF_RANGE",
+        ),
+        (
+            "/v1/topics/t0/partitions/1/replica-log?offset=-1",
+            416,
+            "OFFSET_OUT_OF_RANGE",
+        ),
+        (
+            "/v1/topics/t0/partitions/1/replica-log?max_bytes=0",
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            "/v1/topics/t0/partitions/1/replica-log?max_bytes=16777217",
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            "/v1/topics/t0/partitions/1/replica-log?offset=x",
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            "/v1/topics/t0/partitions/1/replica-log?isolation=committed",
+            400,
+            "INVALID_REQUEST",
+        ),
+    ] {
+        let (got, answer) = client.get(path).await;
+        assert_eq!(
+            (got, answer["error"].as_str()),
+            (status, Some(error)),
+            "{path}: {answer}"
+        );
+    }
+}

@@ -126,6 +126,8 @@ fn query() -> impl Strategy<Value = String> {
         "?spec=latest",
         "?spec=x",
         "?leader_epoch=7&offset=0",
+        "?max_bytes=0",
+        "?offset=0&max_bytes=16777217",
         "?=&&=",
     ])
 }
@@ -147,6 +149,8 @@ fn route() -> impl Strategy<Value = (String, String)> {
         (partition_path(), query())
             .prop_map(|(p, q)| ("GET".to_string(), format!("{p}/offsets{q}"))),
         partition_path().prop_map(|p| ("POST".to_string(), format!("{p}/delete-records"))),
+        (partition_path(), query())
+            .prop_map(|(p, q)| ("GET".to_string(), format!("{p}/replica-log{q}"))),
         Just(("GET".to_string(), "/v1/metadata".to_string())),
         Just(("GET".to_string(), "/v1/status".to_string())),
         Just(("GET".to_string(), "/metrics".to_string())),

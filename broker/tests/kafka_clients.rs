@@ -10,37 +10,21 @@
 //! test says it skipped.
 
 mod common;
+#[path = "kafka_clients/outside.rs"]
+mod outside;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::{Client, Node};
+use outside::{
+    assert_group_split_and_committed, assert_produced_read_and_committed, clients_present, kcat,
+    python,
+};
 use serde_json::{json, Value};
 
 /// Bound on the cluster forming (a liveness bound, not a timing check).
 const CONVERGENCE_MAX: Duration = Duration::from_secs(60);
-
-fn clients_present() -> bool {
-    let kcat = Command::new("kcat")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let python = Command::new("python3")
-        .args(["-c", "import kafka"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if kcat && python {
-        return true;
-    }
-    assert!(
-        std::env::var_os("TIDEWATER_REQUIRE_KAFKA_CLIENTS").is_none(),
-        "kcat present: {kcat}, kafka-python present: {python}; both are required here"
-    );
-    eprintln!("skipped: kcat ({kcat}) or kafka-python ({python}) missing");
-    false
-}
 
 struct Cluster {
     _controller: Node,
@@ -90,49 +74,6 @@ impl Cluster {
     }
 }
 
-fn run(command: &mut Command) -> Output {
-    let output = command.output().expect("client runs");
-    eprintln!(
-        "{:?}: {}\nstdout: {}\nstderr: {}",
-        command,
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-fn kcat(bootstrap: &str, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut command = Command::new("kcat");
-    command.args(["-b", bootstrap]).args(args);
-    match stdin {
-        None => run(&mut command),
-        Some(input) => {
-            use std::io::Write;
-            use std::process::Stdio;
-            let mut child = command
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("kcat starts");
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
-            let output = child.wait_with_output().unwrap();
-            eprintln!(
-                "kcat {args:?}: {}\nstderr: {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            );
-            output
-        }
-    }
-}
-
 /// kcat's JSON metadata, once all three brokers are in it.
 fn metadata_with_three_brokers(bootstrap: &str) -> Value {
     let started = Instant::now();
@@ -151,20 +92,9 @@ fn metadata_with_three_brokers(bootstrap: &str) -> Value {
     }
 }
 
-fn python(bootstrap: &str, step: &str, topic: &str) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka_clients/python_client.py");
-    let output = run(Command::new("python3")
-        .arg(script)
-        .args([bootstrap, step, topic]));
-    assert!(output.status.success(), "python {step} failed");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let last = stdout.lines().last().expect("a JSON line");
-    serde_json::from_str(last).expect("JSON")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kcat_and_kafka_python_against_a_three_broker_cluster() {
-    if !clients_present() {
+    if !clients_present("kafka_clients") {
         return;
     }
     let cluster = Cluster::start();
@@ -264,62 +194,111 @@ async fn kcat_and_kafka_python_against_a_three_broker_cluster() {
 
     // kafka-python: admin create, acks=all produce, group read from the start and commit.
     let answer = python(&bootstrap, "produce-consume", "py");
-    assert!(answer["topics"].as_array().unwrap().contains(&json!("py")));
-    let acked: BTreeSet<(u64, u64)> = answer["acked"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|pair| (pair[0].as_u64().unwrap(), pair[1].as_u64().unwrap()))
-        .collect();
-    assert_eq!(acked.len(), 60, "60 distinct acknowledged offsets");
-    let read: BTreeSet<(u64, u64)> = answer["read"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r[0].as_u64().unwrap(), r[1].as_u64().unwrap()))
-        .collect();
-    assert_eq!(
-        read, acked,
-        "every acknowledged offset read back, nothing else"
-    );
-    let mut ends: BTreeMap<String, u64> = BTreeMap::new();
-    for (partition, offset) in &acked {
-        let end = ends.entry(partition.to_string()).or_default();
-        *end = (*end).max(offset + 1);
-    }
-    let committed: BTreeMap<String, u64> = answer["committed"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(p, o)| (p.clone(), o.as_u64().unwrap()))
-        .filter(|(p, _)| ends.contains_key(p))
-        .collect();
-    assert_eq!(
-        committed, ends,
-        "the group committed the end of each partition"
-    );
+    assert_produced_read_and_committed(&answer, "py");
 
     // kafka-python: a second member joins and the partitions are split; commits read back.
     let answer = python(&bootstrap, "group", "py-group");
-    assert_eq!(answer["alone"], json!([0, 1, 2]));
-    let first: BTreeSet<u64> = serde_json::from_value(answer["split"][0].clone()).unwrap();
-    let second: BTreeSet<u64> = serde_json::from_value(answer["split"][1].clone()).unwrap();
-    assert!(
-        !first.is_empty() && !second.is_empty(),
-        "both members own partitions"
-    );
-    assert!(first.is_disjoint(&second));
-    assert_eq!(first.union(&second).count(), 3);
-    let mut expected = serde_json::Map::new();
-    for p in &first {
-        expected.insert(p.to_string(), json!(7));
-    }
-    for p in &second {
-        expected.insert(p.to_string(), json!(9));
-    }
-    assert_eq!(answer["committed"], Value::Object(expected));
+    assert_group_split_and_committed(&answer);
 
     // kafka-python: the same refusal as kcat saw, as the client's own error type.
     let answer = python(&bootstrap, "not-enough", "py-strict");
     assert_eq!(answer, json!({"error": "NotEnoughReplicasError"}));
+}
+
+/// The values of `answer[key]`, as a set.
+fn values(answer: &Value, key: &str) -> BTreeSet<String> {
+    answer[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{key} in {answer}"))
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// kafka-python's transactional producer and read_committed consumer: a committed
+/// transaction is read, an aborted one and an open one are not (the open one holds the last
+/// stable offset until a second producer of the same transactional id fences the first and
+/// its transaction is aborted); read_uncommitted reads them all. Every expectation is the
+/// values the producer had acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_python_commits_and_aborts_transactions_read_committed() {
+    if !clients_present("kafka_clients") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let bootstrap = cluster.bootstrap();
+    metadata_with_three_brokers(&bootstrap);
+    let answer = python(&bootstrap, "transactions", "py-txn");
+    let committed = values(&answer, "committed");
+    let aborted = values(&answer, "aborted");
+    let left_open = values(&answer, "left_open");
+    let after = values(&answer, "after");
+    assert_eq!(
+        committed.len(),
+        12,
+        "every send of the first transaction acked: {answer}"
+    );
+    assert_eq!(
+        (aborted.len(), left_open.len(), after.len()),
+        (9, 6, 6),
+        "{answer}"
+    );
+    // While the third transaction is open, read_committed sees the committed one only
+    // (the LSO stands at the open transaction's first offset on each partition), and
+    // read_uncommitted sees all three.
+    assert_eq!(values(&answer, "open_read_committed"), committed);
+    let everything: BTreeSet<String> = committed
+        .iter()
+        .chain(&aborted)
+        .chain(&left_open)
+        .cloned()
+        .collect();
+    assert_eq!(values(&answer, "open_read_uncommitted"), everything);
+    assert_eq!(
+        answer["open_read_committed"].as_array().unwrap().len(),
+        committed.len(),
+        "no committed value read twice"
+    );
+    // The second producer fenced the first: its commit failed, its open transaction was
+    // aborted, and the second producer's transaction is read.
+    assert_eq!(answer["fenced"], json!("ProducerFencedError"), "{answer}");
+    let visible: BTreeSet<String> = committed.union(&after).cloned().collect();
+    assert_eq!(values(&answer, "read_committed"), visible);
+    let all: BTreeSet<String> = everything.union(&after).cloned().collect();
+    assert_eq!(values(&answer, "read_uncommitted"), all);
+
+    // librdkafka (through kcat) reads the same partitions both ways: at read_committed the
+    // committed values only, each once (it filters the aborted transactions with the fetch's
+    // aborted list and skips the markers); at read_uncommitted every value.
+    let consume = |level: &str| -> Vec<String> {
+        let isolation = format!("isolation.level={level}");
+        let output = kcat(
+            &bootstrap,
+            &[
+                "-C",
+                "-t",
+                "py-txn",
+                "-o",
+                "beginning",
+                "-e",
+                "-q",
+                "-X",
+                &isolation,
+                "-f",
+                "%s\n",
+            ],
+            None,
+        );
+        assert!(output.status.success(), "kcat {level}");
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let committed_read = consume("read_committed");
+    assert_eq!(committed_read.len(), visible.len(), "{committed_read:?}");
+    assert_eq!(committed_read.into_iter().collect::<BTreeSet<_>>(), visible);
+    let uncommitted_read: BTreeSet<String> = consume("read_uncommitted").into_iter().collect();
+    assert_eq!(uncommitted_read, all);
 }

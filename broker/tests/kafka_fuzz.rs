@@ -624,7 +624,12 @@ fn crate_round_trip(key: ApiKey, version: i16, body: &[u8]) -> anyhow::Result<Ve
         ApiKey::CreateTopics => round_trip!(CreateTopicsRequest),
         ApiKey::DeleteTopics => round_trip!(DeleteTopicsRequest),
         ApiKey::DeleteRecords => round_trip!(DeleteRecordsRequest),
+        ApiKey::InitProducerId => round_trip!(InitProducerIdRequest),
         ApiKey::OffsetForLeaderEpoch => round_trip!(OffsetForLeaderEpochRequest),
+        ApiKey::AddPartitionsToTxn => {
+            round_trip!(kafka_protocol::messages::AddPartitionsToTxnRequest)
+        }
+        ApiKey::EndTxn => round_trip!(kafka_protocol::messages::EndTxnRequest),
         other => anyhow::bail!("{other:?} is not served"),
     }
 }

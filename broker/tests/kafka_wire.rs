@@ -4,101 +4,29 @@
 //! acks=0 without an answer, and KIP-320 epochs on fetch. Requests are encoded with the
 //! `kafka-protocol` crate's client-side codecs.
 
+#[path = "kafka_wire/client.rs"]
+mod client;
 mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
+use client::{batch, call, connect, receive, send};
 use common::Node;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, ProduceRequest,
-    ProduceResponse, RequestHeader, TopicName,
+    ProduceResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-
-fn connect(address: &str) -> TcpStream {
-    let stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream
-}
-
-/// Sends one request frame.
-fn send<T: Encodable>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    correlation: i32,
-    body: &T,
-) {
-    let mut buf = BytesMut::new();
-    RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation)
-        .with_client_id(Some(StrBytes::from_static_str("wire-test")))
-        .encode(&mut buf, key.request_header_version(version))
-        .unwrap();
-    body.encode(&mut buf, version).unwrap();
-    let mut frame = BytesMut::new();
-    frame.put_i32(buf.len() as i32);
-    frame.put_slice(&buf);
-    stream.write_all(&frame).unwrap();
-}
-
-/// Reads one answer: its correlation id and body (after a header of `header_version`).
-fn receive(stream: &mut TcpStream, header_version: i16) -> Option<(i32, Bytes)> {
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).ok()?;
-    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-    stream.read_exact(&mut body).unwrap();
-    let mut body = Bytes::from(body);
-    let correlation = body.get_i32();
-    if header_version >= 1 {
-        assert_eq!(body.get_u8(), 0, "no tagged fields");
-    }
-    Some((correlation, body))
-}
-
-fn call<Req: Encodable, Resp: Decodable + HeaderVersion>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    body: &Req,
-) -> Resp {
-    send(stream, key, version, 7, body);
-    let (correlation, mut answer) =
-        receive(stream, Resp::header_version(version)).expect("an answer");
-    assert_eq!(correlation, 7);
-    Resp::decode(&mut answer, version).unwrap()
-}
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::records::{Record, TimestampType};
 
 /// True when the broker closed the connection (EOF) rather than answering.
 fn closed(stream: &mut TcpStream) -> bool {
     let mut byte = [0u8; 1];
     matches!(stream.read(&mut byte), Ok(0))
-}
-
-fn batch(records: &[Record]) -> Bytes {
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
 }
 
 fn record(value: &str) -> Record {
@@ -177,10 +105,12 @@ async fn the_kafka_listener_answers_and_refuses_as_kafka_does() {
         .find(|k| k.api_key == ApiKey::Produce as i16)
         .map(|k| (k.min_version, k.max_version));
     assert_eq!(produce_range, Some((3, 9)));
-    assert!(!served
+    let init_producer_id_range = served
         .api_keys
         .iter()
-        .any(|k| k.api_key == ApiKey::InitProducerId as i16));
+        .find(|k| k.api_key == ApiKey::InitProducerId as i16)
+        .map(|k| (k.min_version, k.max_version));
+    assert_eq!(init_producer_id_range, Some((0, 5)));
     let mut frame = BytesMut::new();
     frame.put_i32(10);
     frame.put_i16(ApiKey::ApiVersions as i16);

@@ -331,29 +331,35 @@ impl Cluster {
         }
     }
 
-    /// A local replica's records `(offset, value)` and its (HW, LEO), through the diagnostic
-    /// log route.
+    /// A broker's own replica of `topic`/0: its records `(offset, value)` and its (HW, LEO),
+    /// read page by page through `GET .../replica-log` (pages of 64 bytes, so every read
+    /// takes several pages).
     async fn local_log(&self, broker: u64, topic: &str) -> Option<(Vec<(u64, String)>, u64, u64)> {
-        let url = format!(
-            "{}/internal/v1/log?topic={topic}&partition=0",
-            self.broker(broker).url()
-        );
-        let log = self.get(url).await?;
-        let records = log["records"]
-            .as_array()?
-            .iter()
-            .map(|r| {
-                (
-                    r["offset"].as_u64().unwrap(),
-                    r["value"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
-        Some((
-            records,
-            log["high_watermark"].as_u64()?,
-            log["log_end_offset"].as_u64()?,
-        ))
+        let mut records = Vec::new();
+        // The first page starts at the replica's log start offset.
+        let mut from = String::new();
+        loop {
+            let url = format!(
+                "{}/v1/topics/{topic}/partitions/0/replica-log?max_bytes=64{from}",
+                self.broker(broker).url()
+            );
+            let page = self.get(url).await?;
+            for r in page["records"].as_array()? {
+                records.push((r["offset"].as_u64()?, r["value"].as_str()?.to_string()));
+            }
+            let (next, end) = (
+                page["next_offset"].as_u64()?,
+                page["log_end_offset"].as_u64()?,
+            );
+            if next >= end {
+                return Some((records, page["high_watermark"].as_u64()?, end));
+            }
+            assert!(
+                page["records"].as_array().is_some_and(|r| !r.is_empty()),
+                "a page short of the log end holds records: {page}"
+            );
+            from = format!("&offset={next}");
+        }
     }
 
     /// A broker's status entry for `topic`.

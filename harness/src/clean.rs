@@ -7,7 +7,9 @@
 
 use crate::cluster::local::state::{self, RunState};
 use crate::cluster::{Error, Result};
-use std::path::Path;
+use crate::runner::EXIT_HARNESS;
+use clap::Args;
+use std::path::{Path, PathBuf};
 
 /// What was cleaned, per run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -82,6 +84,50 @@ fn harness_alive(record: &RunState) -> bool {
     }
     let exe = std::fs::read_link(format!("/proc/{}/exe", record.harness_pid));
     exe.is_ok_and(|e| e.to_string_lossy().contains("tidewater"))
+}
+
+/// `tidewater clean`.
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    /// Clean the hosts of this cluster file (Tidewater's iptables rules, brokers left
+    /// running) instead of this machine's leftovers.
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+}
+
+pub(crate) fn clean_command(args: &CleanArgs) -> i32 {
+    if let Some(file) = &args.cluster {
+        return match crate::cluster_file::clean_cluster_file(file) {
+            Ok(()) => {
+                println!("cleaned the hosts of {}", file.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("tidewater: clean {}: {e}", file.display());
+                EXIT_HARNESS
+            }
+        };
+    }
+    match clean_all() {
+        Ok(report) => {
+            println!(
+                "cleaned {} run(s): {} process(es), {} namespace(s), {} link(s), {} lossy mount(s) removed",
+                report.runs.len(),
+                report.processes,
+                report.namespaces,
+                report.links,
+                report.mounts
+            );
+            if !report.live.is_empty() {
+                println!("skipped live run(s): {}", report.live.join(", "));
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("tidewater: clean: {e}");
+            EXIT_HARNESS
+        }
+    }
 }
 
 #[cfg(test)]

@@ -149,6 +149,10 @@ fn open_spec(
         );
     }
     cluster.start_all()?;
+    if cluster.spec().kind == Kind::Kafka {
+        // The start only launched the JVMs.
+        cluster.wait_kafka_listening(crate::kafka::START_TIME_LIMIT)?;
+    }
     Ok(cluster)
 }
 
@@ -346,6 +350,8 @@ mod tests {
         assert_eq!(spec.kind, Kind::Kafka);
         assert_eq!(spec.brokers(), 3);
         assert_eq!(spec.kafka.home, "/opt/kafka");
+        assert_eq!(spec.kafka.launch, crate::cluster::ssh::Launch::Scripts);
+        assert_eq!(spec.kafka.heap_opts(), "-Xmx512m -Xms512m");
         assert_eq!(
             spec.kafka_bootstrap()["n3"].to_string(),
             "192.168.56.13:9092"

@@ -4,11 +4,16 @@
 //! plans, each as a normal run into the store, and writes the detection table: which plan and
 //! seed caught which bug, with the anomalies and the lost count (`docs/detection.md`).
 //!
-//! This module is pure planning and rendering; the CLI runs the cells ([`run_detection`] takes
-//! the function that runs one) and rewrites the table after every run, so a partial benchmark
-//! still leaves an honest table.
+//! The planning and rendering are pure: [`run_detection`] takes the function that runs one
+//! cell and rewrites the table after every run, so a partial benchmark still leaves an honest
+//! table. The command (`detect_command`, with its flags [`DetectArgs`]) runs each cell as
+//! `tidewater run` would, through `crate::launch::execute_run`.
 
+use crate::launch::{check_schedule, default_config, execute_run, new_runtime, RunTarget};
+use crate::runner::{self, EXIT_HARNESS, EXIT_SETUP};
+use clap::Args;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tidewater_workloads::results::{CheckResults, Validity};
@@ -38,6 +43,13 @@ pub const BUGS: [&str; 8] = [
     "shrink.isr.without.controller",
     "unclean.election.parse",
     "ignore.min.insync",
+];
+/// The deliberate bugs of the transactional parts (coordinator, markers, last stable offset,
+/// fencing), the default rows of `--workload txn`.
+pub const TXN_BUGS: [&str; 3] = [
+    "txn.abort.marker.skipped",
+    "txn.lso.ignores.open",
+    "txn.stale.epoch.accepted",
 ];
 /// Runs per benchmark at most (each costs a full run of about a minute and a half).
 pub const RUNS_MAX: usize = 2000;
@@ -123,6 +135,14 @@ pub enum CellOutcome {
         lost: u64,
         /// The run directory.
         run_dir: PathBuf,
+        /// Seconds into the run (history time) of the earliest operation an invalidating
+        /// anomaly names, among the examples results.json keeps; `None` for a valid run or
+        /// when no example names an operation. See [`first_anomaly_s`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_anomaly_s: Option<f64>,
+        /// Wall-clock seconds of the whole run (setup to report), when measured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wall_s: Option<f64>,
     },
     /// The run ended without a verdict (setup failed, harness error).
     Errored {
@@ -130,6 +150,9 @@ pub enum CellOutcome {
         error: String,
         /// The run directory, if one was created.
         run_dir: Option<PathBuf>,
+        /// Wall-clock seconds the attempt took, when measured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wall_s: Option<f64>,
     },
 }
 
@@ -155,6 +178,25 @@ impl CellOutcome {
             anomalies,
             lost,
             run_dir: run_dir.to_path_buf(),
+            first_anomaly_s: None,
+            wall_s: None,
+        }
+    }
+
+    /// The wall-clock seconds of the run, when measured.
+    pub fn wall_s(&self) -> Option<f64> {
+        match self {
+            CellOutcome::Checked { wall_s, .. } | CellOutcome::Errored { wall_s, .. } => *wall_s,
+        }
+    }
+
+    /// The time of the first invalidating anomaly, for a run that caught something.
+    pub fn first_anomaly_s(&self) -> Option<f64> {
+        match self {
+            CellOutcome::Checked {
+                first_anomaly_s, ..
+            } if self.caught() => *first_anomaly_s,
+            _ => None,
         }
     }
 
@@ -190,6 +232,126 @@ impl CellOutcome {
     }
 }
 
+/// The operation indices an anomaly's example names: every `*_op` number and every number of
+/// an `ops` list (the example shapes of docs/checkers.md).
+fn example_ops(example: &Value, out: &mut Vec<u64>) {
+    let Value::Object(fields) = example else {
+        return;
+    };
+    for (key, value) in fields {
+        if key.ends_with("_op") {
+            out.extend(value.as_u64());
+        } else if key == "ops" {
+            out.extend(
+                value
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_u64),
+            );
+        }
+    }
+}
+
+/// Seconds into the run (the history's `time`, from the test's start) of the earliest
+/// operation that an invalidating anomaly of `results` names in its examples, looked up in
+/// `history` (the text of history.jsonl). results.json keeps a few examples per anomaly, not
+/// every instance, so this bounds the first anomaly from above; `None` when no invalidating
+/// example names an operation that the history holds.
+pub fn first_anomaly_s(results: &CheckResults, history: &str) -> Option<f64> {
+    let mut ops = Vec::new();
+    for anomaly in results.anomalies.values().filter(|a| a.invalidates) {
+        for example in &anomaly.examples {
+            example_ops(example, &mut ops);
+        }
+    }
+    let wanted: std::collections::BTreeSet<u64> = ops.into_iter().collect();
+    history
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|op| op["index"].as_u64().is_some_and(|i| wanted.contains(&i)))
+        .filter_map(|op| op["time"].as_u64())
+        .min()
+        .map(|ns| ns as f64 / 1e9)
+}
+
+/// The 95% Wilson score interval of `caught` in `runs` Bernoulli trials, as fractions: the
+/// interval for a catch rate that stays inside [0, 1] and is honest at 0 of n and n of n.
+pub fn wilson_interval(caught: u64, runs: u64) -> (f64, f64) {
+    if runs == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n, z) = (caught as f64, runs as f64, 1.959_963_984_540_054_f64);
+    let p = k / n;
+    let denominator = 1.0 + z * z / n;
+    let center = (p + z * z / (2.0 * n)) / denominator;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denominator;
+    // At 0 of n and n of n the bound is exactly 0 or 1; rounding would leave 0.9999999.
+    let low = if caught == 0 {
+        0.0
+    } else {
+        (center - half).max(0.0)
+    };
+    let high = if caught == runs {
+        1.0
+    } else {
+        (center + half).min(1.0)
+    };
+    (low, high)
+}
+
+/// The median of `values` (the mean of the middle two for an even count), `None` if empty.
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len().is_multiple_of(2) {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    })
+}
+
+/// A bug under one schedule (the random schedule or a plan) over every seed that ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rate {
+    /// The bug's short name or `none`.
+    pub bug: String,
+    /// `random` or the plan's name.
+    pub schedule: String,
+    /// Runs that reached a verdict.
+    pub runs: u64,
+    /// Of them, runs whose history was invalid.
+    pub caught: u64,
+    /// Runs that ended without a verdict (not counted in `runs`).
+    pub errors: u64,
+    /// The 95% Wilson interval of `caught / runs`.
+    pub interval: (f64, f64),
+    /// The median over catching runs of [`CellOutcome::first_anomaly_s`].
+    pub median_first_anomaly_s: Option<f64>,
+    /// Wall-clock minutes of all this row's runs (errors too) per catch; `None` without a
+    /// catch or when a run's time is unknown.
+    pub machine_min_per_catch: Option<f64>,
+}
+
+impl Rate {
+    /// `9/10`, `90% (60-98%)`.
+    fn rate_text(&self) -> String {
+        if self.runs == 0 {
+            return "-".into();
+        }
+        let pct = |x: f64| (x * 100.0).round() as u64;
+        format!(
+            "{}% ({}-{}%)",
+            pct(self.caught as f64 / self.runs as f64),
+            pct(self.interval.0),
+            pct(self.interval.1)
+        )
+    }
+}
+
 /// The benchmark's plan and what it found so far.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DetectionTable {
@@ -205,16 +367,24 @@ pub struct DetectionTable {
 
 impl DetectionTable {
     /// Plans `bugs` (plus `none`) x (the random schedule with seeds `1..=seeds`, then each of
-    /// `plans` with seed 1). Every run of the table is a [`Cell`], in row order.
-    pub fn plan(bugs: &[String], plans: &[String], seeds: u64, time_limit_s: u64) -> Self {
+    /// `plans` with seeds `1..=plan_seeds`). Every run of the table is a [`Cell`], in row order.
+    pub fn plan(
+        bugs: &[String],
+        plans: &[String],
+        seeds: u64,
+        plan_seeds: u64,
+        time_limit_s: u64,
+    ) -> Self {
         let mut rows: Vec<String> = bugs.iter().filter(|b| *b != NO_BUG).cloned().collect();
         rows.push(NO_BUG.into());
         let mut columns: Vec<Column> = (1..=seeds)
             .map(|seed| Column { plan: None, seed })
             .collect();
-        columns.extend(plans.iter().map(|p| Column {
-            plan: Some(p.clone()),
-            seed: 1,
+        columns.extend(plans.iter().flat_map(|p| {
+            (1..=plan_seeds).map(move |seed| Column {
+                plan: Some(p.clone()),
+                seed,
+            })
         }));
         DetectionTable {
             bugs: rows,
@@ -256,6 +426,91 @@ impl DetectionTable {
             .rev()
             .find(|(c, _)| c == cell)
             .map(|(_, o)| o)
+    }
+
+    /// The schedules of the columns, in column order: `random` first, then each plan once.
+    pub fn schedules(&self) -> Vec<Option<String>> {
+        let mut out: Vec<Option<String>> = Vec::new();
+        for column in &self.columns {
+            if !out.contains(&column.plan) {
+                out.push(column.plan.clone());
+            }
+        }
+        out
+    }
+
+    /// Every bug under every schedule, over the seeds that ran: row by row, schedule by
+    /// schedule.
+    pub fn rates(&self) -> Vec<Rate> {
+        let mut out = Vec::new();
+        for bug in &self.bugs {
+            for schedule in self.schedules() {
+                let outcomes: Vec<&CellOutcome> = self
+                    .columns
+                    .iter()
+                    .filter(|c| c.plan == schedule)
+                    .filter_map(|column| {
+                        self.outcome(&Cell {
+                            bug: bug.clone(),
+                            column: column.clone(),
+                        })
+                    })
+                    .collect();
+                let errors = outcomes
+                    .iter()
+                    .filter(|o| matches!(o, CellOutcome::Errored { .. }))
+                    .count() as u64;
+                let runs = outcomes.len() as u64 - errors;
+                let caught = outcomes.iter().filter(|o| o.caught()).count() as u64;
+                let walls: Option<Vec<f64>> = outcomes.iter().map(|o| o.wall_s()).collect();
+                out.push(Rate {
+                    bug: bug.clone(),
+                    schedule: schedule.clone().unwrap_or_else(|| "random".into()),
+                    runs,
+                    caught,
+                    errors,
+                    interval: wilson_interval(caught, runs),
+                    median_first_anomaly_s: median(
+                        outcomes
+                            .iter()
+                            .filter_map(|o| o.first_anomaly_s())
+                            .collect(),
+                    ),
+                    machine_min_per_catch: walls
+                        .filter(|_| caught > 0)
+                        .map(|w| w.iter().sum::<f64>() / 60.0 / caught as f64),
+                });
+            }
+        }
+        out
+    }
+
+    /// The rate table: a row per bug and schedule, over the seeds that ran.
+    pub fn render_rates(&self) -> String {
+        let mut out = String::from(
+            "| bug | schedule | caught | rate (95% CI) | median first anomaly | machine min per catch |\n\
+             |---|---|---|---|---|---|\n",
+        );
+        for rate in self.rates().iter().filter(|r| r.runs + r.errors > 0) {
+            let errors = if rate.errors > 0 {
+                format!(" (+{} error)", rate.errors)
+            } else {
+                String::new()
+            };
+            out.push_str(&format!(
+                "| `{}` | {} | {}/{}{errors} | {} | {} | {} |\n",
+                rate.bug,
+                rate.schedule,
+                rate.caught,
+                rate.runs,
+                rate.rate_text(),
+                rate.median_first_anomaly_s
+                    .map_or("-".into(), |s| format!("{s:.1} s")),
+                rate.machine_min_per_catch
+                    .map_or("-".into(), |m| format!("{m:.1}")),
+            ));
+        }
+        out
     }
 
     /// The markdown table: a row per bug, a column per plan/seed, then the summary lines.
@@ -307,6 +562,14 @@ impl DetectionTable {
             none_runs.len(),
             false_alarms
         ));
+        out.push_str(
+            "\nRates per bug and schedule over the seeds that ran (for `none`, the false alarms). \
+             The interval is the 95% Wilson score interval; the first anomaly is the earliest \
+             operation an invalidating anomaly's examples name (seconds since the test started), \
+             median over the catching runs; machine minutes per catch are the wall time of all \
+             the row's runs, divided by its catches.\n\n",
+        );
+        out.push_str(&self.render_rates());
         out
     }
 
@@ -318,7 +581,19 @@ impl DetectionTable {
             .filter(|b| *b != NO_BUG)
             .map(String::as_str)
             .collect();
-        let plans: Vec<String> = self.columns.iter().filter_map(|c| c.plan.clone()).collect();
+        let plans: Vec<String> = self.schedules().into_iter().flatten().collect();
+        let plan_seeds = self
+            .columns
+            .iter()
+            .filter(|c| c.plan.is_some())
+            .map(|c| c.seed)
+            .max()
+            .unwrap_or(1);
+        let plan_seeds = if plan_seeds == 1 {
+            String::new()
+        } else {
+            format!(" --plan-seeds {plan_seeds}")
+        };
         let seeds = self.columns.iter().filter(|c| c.plan.is_none()).count();
         let first_seed = self
             .columns
@@ -333,7 +608,7 @@ impl DetectionTable {
             format!(" --first-seed {first_seed}")
         };
         format!(
-            "tidewater detect --bugs {} --plans {} --seeds {seeds}{first} --time-limit {} --store {}",
+            "tidewater detect --bugs {} --plans {} --seeds {seeds}{first}{plan_seeds} --time-limit {} --store {}",
             bugs.join(","),
             if plans.is_empty() {
                 "none".into()
@@ -356,13 +631,15 @@ pub fn shipped_plans() -> Vec<String> {
     names
 }
 
-/// Runs every cell of `table` not yet run with `run_one`, writing `markdown` and `json` after
-/// each run, and returns the finished table.
+/// Runs every cell of `table` not yet run with `run_one`, `jobs` at a time (each call gets
+/// its worker's number, 0 to `jobs - 1`, so concurrent runs can use different subnets),
+/// writing `markdown` and `json` after each run, and returns the finished table.
 pub fn run_detection(
     mut table: DetectionTable,
     markdown: &Path,
     json: &Path,
-    mut run_one: impl FnMut(&Cell) -> CellOutcome,
+    jobs: usize,
+    run_one: impl Fn(&Cell, usize) -> CellOutcome + Sync,
 ) -> std::io::Result<DetectionTable> {
     let cells: Vec<Cell> = table
         .cells()
@@ -371,12 +648,27 @@ pub fn run_detection(
         .take(RUNS_MAX)
         .collect();
     write_table(&table, markdown, json)?;
-    for cell in cells {
-        let outcome = run_one(&cell);
-        table.results.push((cell, outcome));
-        write_table(&table, markdown, json)?;
-    }
-    Ok(table)
+    let queue = std::sync::Mutex::new(cells.into_iter());
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        for worker in 0..jobs.max(1) {
+            let (queue, done, run_one) = (&queue, done.clone(), &run_one);
+            scope.spawn(move || loop {
+                let next = queue.lock().expect("the queue's lock").next();
+                let Some(cell) = next else { break };
+                let outcome = run_one(&cell, worker);
+                if done.send((cell, outcome)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(done);
+        for (cell, outcome) in finished {
+            table.results.push((cell, outcome));
+            write_table(&table, markdown, json)?;
+        }
+        Ok(table)
+    })
 }
 
 fn write_table(table: &DetectionTable, markdown: &Path, json: &Path) -> std::io::Result<()> {
@@ -388,6 +680,409 @@ fn write_table(table: &DetectionTable, markdown: &Path, json: &Path) -> std::io:
     std::fs::write(json, text)
 }
 
+/// `tidewater detect`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  tidewater detect --bugs ack.before.replication --plans none --seeds 1 --time-limit 30
+  tidewater detect --seeds 3   # every bug and none x random seeds 1..3 and every shipped plan
+
+Every run: acks=all, min.insync.replicas=2, unclean.leader.election.enable=false (and
+flush.messages=1 under power-loss-cluster), plus the bug's tidewater.bug.NAME.enable=true. Without --broker-bin the broker is built with the cargo
+feature deliberate-bugs. Exit codes: 0 the table was written, 3 bad flags, 5 harness error.")]
+#[command(allow_negative_numbers = true)]
+pub struct DetectArgs {
+    /// Bugs to run, comma-separated short names (see docs/detection.md); the unmodified broker
+    /// (`none`) is always added.
+    #[arg(long, value_name = "NAMES", default_value = "all")]
+    pub bugs: String,
+    /// Shipped plans to run, comma-separated, `all` or `none`.
+    #[arg(long, value_name = "NAMES", default_value = "all")]
+    pub plans: String,
+    /// Seeds of each plan: 1 to N (the plans' steps are fixed; the seed varies the workload
+    /// and the steps' random targets).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub plan_seeds: u64,
+    /// Seeds of the random schedule: N of them, from --first-seed on.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub seeds: u64,
+    /// The first seed of the random schedule's columns.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub first_seed: u64,
+    /// Length of each run's main phase, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub time_limit: u64,
+    /// Directory of all runs; the table goes to STORE/detect/detection.{md,json} unless --out.
+    #[arg(long, value_name = "DIR", default_value = "store")]
+    pub store: PathBuf,
+    /// Markdown file of the table (the JSON goes beside it, .json). An existing JSON there is
+    /// resumed: the runs it holds for planned cells are kept, not run again.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// A `tidewater-broker` built with `--features deliberate-bugs` (default: build one).
+    #[arg(long, value_name = "FILE")]
+    pub broker_bin: Option<PathBuf>,
+    /// The /24 subnet of the local cluster's bridge.
+    #[arg(long, value_name = "A.B.C.0/24")]
+    pub subnet: Option<String>,
+    /// Leave out the unmodified broker's row (when another benchmark already measures it
+    /// under the same columns).
+    #[arg(long)]
+    pub skip_none: bool,
+    /// Print plain log lines instead of a progress bar.
+    #[arg(long)]
+    pub plain: bool,
+    /// Client workers of every run, instead of `tidewater run`'s default (for tuning the
+    /// default run against the table).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// Client operations per second of every run (0 = as fast as possible), instead of the
+    /// default.
+    #[arg(long, value_name = "OPS")]
+    pub rate: Option<f64>,
+    /// Seconds between the random schedule's faults, instead of the default.
+    #[arg(long, value_name = "SECS")]
+    pub nemesis_interval: Option<f64>,
+    /// The workload of every run: queue (the default run's) or txn (transactions over Kafka's
+    /// Java client; `--bugs all` then means the transactional bugs).
+    #[arg(long, value_name = "NAME", default_value = "queue", value_parser = ["queue", "txn"])]
+    pub workload: String,
+    /// Runs at once. With more than 1, each run is a `tidewater run` process of its own on a
+    /// /24 of its own: --subnet (default 10.77.0.0/24) with its third number raised by the
+    /// worker's number, so 10.77.0.0/24, 10.77.1.0/24, ...
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub jobs: usize,
+}
+
+/// Splits a comma-separated list; `all` gives `all_names`, `none` nothing.
+fn name_list(list: &str, all_names: &[String]) -> Vec<String> {
+    match list.trim() {
+        "all" => all_names.to_vec(),
+        "none" => Vec::new(),
+        other => other
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    }
+}
+
+/// The broker binary with the deliberate bugs: `--broker-bin`, or built with the feature and
+/// copied under STORE/detect/ (cargo builds every feature set to the same path).
+fn detect_broker_binary(args: &DetectArgs) -> Result<PathBuf, String> {
+    if let Some(path) = &args.broker_bin {
+        return if path.is_file() {
+            Ok(path.clone())
+        } else {
+            Err(format!("--broker-bin {} is not a file", path.display()))
+        };
+    }
+    let built = crate::cluster::local::build_broker_binary_with(false, &["deliberate-bugs"])
+        .map_err(|e| e.to_string())?;
+    let dir = args.store.join("detect");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    let copy = dir.join("tidewater-broker-deliberate-bugs");
+    std::fs::copy(&built, &copy).map_err(|e| format!("copy {}: {e}", built.display()))?;
+    Ok(copy)
+}
+
+/// Refuses `detect`'s numbers before the broker is built: more seeds than runs a benchmark
+/// may hold, seeds past `u64::MAX`, a time limit beyond a week.
+fn check_detect_flags(args: &DetectArgs) -> Result<(), String> {
+    let seeds_max = RUNS_MAX as u64;
+    for (flag, seeds) in [("--seeds", args.seeds), ("--plan-seeds", args.plan_seeds)] {
+        if seeds > seeds_max {
+            return Err(format!(
+                "{flag} {seeds} is more than the {seeds_max} runs a benchmark holds"
+            ));
+        }
+    }
+    // The columns' seeds run from --first-seed to --first-seed + --seeds - 1.
+    if args
+        .first_seed
+        .saturating_sub(1)
+        .checked_add(args.seeds)
+        .is_none()
+    {
+        return Err(format!(
+            "--first-seed {} with --seeds {} runs past the largest seed",
+            args.first_seed, args.seeds
+        ));
+    }
+    let time_limit_max_s = runner::config::TIME_LIMIT_MAX_S;
+    if args.time_limit > time_limit_max_s {
+        return Err(format!(
+            "--time-limit {} is longer than {time_limit_max_s} s (one week)",
+            args.time_limit
+        ));
+    }
+    Ok(())
+}
+
+/// The most runs `--jobs` starts at once.
+pub const JOBS_MAX: usize = 16;
+
+/// The /24 of each worker under `--jobs`: `--subnet` (or the local cluster's default) with its
+/// third number raised by the worker's number. Refused before anything starts when one would
+/// pass 255 or leave the private ranges.
+fn worker_subnets(args: &DetectArgs) -> Result<Vec<String>, String> {
+    if args.jobs == 0 || args.jobs > JOBS_MAX {
+        return Err(format!(
+            "--jobs {} is not between 1 and {JOBS_MAX}",
+            args.jobs
+        ));
+    }
+    let base = match &args.subnet {
+        Some(s) => crate::cluster::local::LocalSpec::parse_subnet(s).map_err(|e| e.to_string())?,
+        None => crate::cluster::local::DEFAULT_SUBNET,
+    };
+    let [a, b, c, _] = base.octets();
+    (0..args.jobs)
+        .map(|worker| {
+            let third = u8::try_from(c as usize + worker).map_err(|_| {
+                format!(
+                    "--jobs {} from subnet {base}/24 runs past {a}.{b}.255.0/24",
+                    args.jobs
+                )
+            })?;
+            let subnet = format!("{a}.{b}.{third}.0/24");
+            crate::cluster::local::LocalSpec::parse_subnet(&subnet).map_err(|e| e.to_string())?;
+            Ok(subnet)
+        })
+        .collect()
+}
+
+/// Runs `config` as a `tidewater run` process of this binary on `subnet`, its output kept
+/// out of the benchmark's; the exit code and the run directory it printed.
+fn run_as_process(
+    config: &crate::runner::config::RunConfig,
+    target: &RunTarget,
+    subnet: &str,
+) -> (i32, Option<crate::store::RunDir>) {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("tidewater: detect: cannot find this executable: {e}");
+            return (EXIT_HARNESS, None);
+        }
+    };
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("run")
+        .args(config.run_args())
+        .arg("--store")
+        .arg(&target.store)
+        .args(["--subnet", subnet, "--plain"]);
+    let output = match command.output() {
+        Ok(output) => output,
+        Err(e) => {
+            eprintln!("tidewater: detect: cannot start tidewater run: {e}");
+            return (EXIT_HARNESS, None);
+        }
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let dir = stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("run directory: "))
+        .and_then(|path| crate::store::RunDir::open(Path::new(path.trim())).ok());
+    let code = output.status.code().unwrap_or(EXIT_HARNESS);
+    if !matches!(code, 0..=2) {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+        eprintln!(
+            "tidewater: detect: {} on {subnet} ended with exit code {code}: {}",
+            config.name,
+            tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+        );
+    }
+    (code, dir)
+}
+
+/// The outcome of one run that ended with `code` in `dir` after `wall_s` seconds.
+fn outcome_of_run(code: i32, dir: Option<crate::store::RunDir>, wall_s: f64) -> CellOutcome {
+    let dir = match dir {
+        Some(dir) if matches!(code, 0 | 1 | 2 | runner::EXIT_LIVENESS) => dir,
+        dir => {
+            return CellOutcome::Errored {
+                error: format!("the run ended with exit code {code}"),
+                run_dir: dir.map(|d| d.path),
+                wall_s: Some(wall_s),
+            }
+        }
+    };
+    let results = std::fs::read_to_string(dir.results())
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str::<CheckResults>(&t).map_err(|e| e.to_string()));
+    match results {
+        Ok(results) => {
+            let history = std::fs::read_to_string(dir.history()).unwrap_or_default();
+            let mut outcome = CellOutcome::from_results(&results, &dir.path);
+            if let CellOutcome::Checked {
+                first_anomaly_s: first,
+                wall_s: wall,
+                ..
+            } = &mut outcome
+            {
+                *first = first_anomaly_s(&results, &history);
+                *wall = Some(wall_s);
+            }
+            outcome
+        }
+        Err(e) => CellOutcome::Errored {
+            error: format!("results unreadable: {e}"),
+            run_dir: Some(dir.path),
+            wall_s: Some(wall_s),
+        },
+    }
+}
+
+/// The run every cell starts from: `tidewater run`'s default, with the workload (and for
+/// `txn` the Java client of transactional producers) and the tuning flags given.
+fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
+    let mut base = default_config("detect");
+    if args.workload == "txn" {
+        base.workload = "txn".into();
+        base.client = "java".into();
+        base.java_client = Some(tidewater_workloads::java::ClientConfigs::for_run(
+            "txn", "all", false,
+        ));
+    }
+    if let Some(n) = args.concurrency {
+        base.concurrency = n;
+    }
+    if let Some(rate) = args.rate {
+        base.rate = rate;
+    }
+    if let Some(secs) = args.nemesis_interval {
+        base.nemesis_interval_s = secs;
+    }
+    base
+}
+
+/// The bugs `--bugs all` means for the workload: the transactional ones for `txn`.
+fn default_bugs(workload: &str) -> Vec<String> {
+    let names: &[&str] = if workload == "txn" { &TXN_BUGS } else { &BUGS };
+    names.iter().map(|b| b.to_string()).collect()
+}
+
+pub(crate) fn detect_command(args: &DetectArgs) -> i32 {
+    if let Err(e) = check_detect_flags(args) {
+        eprintln!("tidewater: detect: {e}");
+        return EXIT_SETUP;
+    }
+    let all_bugs = default_bugs(&args.workload);
+    let bugs = name_list(&args.bugs, &all_bugs);
+    let plans = name_list(&args.plans, &shipped_plans());
+    let mut table =
+        DetectionTable::plan(&bugs, &plans, args.seeds, args.plan_seeds, args.time_limit);
+    for column in table.columns.iter_mut().filter(|c| c.plan.is_none()) {
+        column.seed += args.first_seed.saturating_sub(1);
+    }
+    if args.skip_none {
+        table.bugs.retain(|b| b != NO_BUG);
+    }
+    let subnets = match worker_subnets(args) {
+        Ok(subnets) => subnets,
+        Err(e) => {
+            eprintln!("tidewater: detect: {e}");
+            return EXIT_SETUP;
+        }
+    };
+    let binary = match detect_broker_binary(args) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("tidewater: detect: {e}");
+            return EXIT_SETUP;
+        }
+    };
+    println!("detect: broker {}", binary.display());
+    // Every run of this process (and the --set check) uses this binary.
+    std::env::set_var(crate::cluster::local::BROKER_BIN_ENV, &binary);
+    let base = base_config(args);
+    let mut configs = Vec::new();
+    for cell in table.cells() {
+        let mut config = base.clone();
+        config.name = cell.run_name();
+        config.seed = cell.column.seed;
+        config.time_limit_s = args.time_limit;
+        config.plan = cell.column.plan.clone();
+        config.sets = cell.sets();
+        if let Err(e) = config.validate().and_then(|()| check_schedule(&config)) {
+            eprintln!("tidewater: detect {}: {e}", cell.run_name());
+            return EXIT_SETUP;
+        }
+        if let Err(e) = crate::broker_config::check_sets(&binary, &config.sets) {
+            eprintln!("tidewater: detect {}: {e}", cell.run_name());
+            return EXIT_SETUP;
+        }
+        configs.push((cell, config));
+    }
+    let target = RunTarget {
+        store: args.store.clone(),
+        subnet: args.subnet.clone(),
+        cluster: None,
+        plain: args.plain,
+        kafka_home: None,
+    };
+    if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
+        eprintln!("tidewater: cannot install signal handlers: {e}");
+        return EXIT_HARNESS;
+    }
+    let Some(runtime) = new_runtime() else {
+        return EXIT_HARNESS;
+    };
+    let markdown = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.store.join("detect").join("detection.md"));
+    let json = markdown.with_extension("json");
+    // A table already at --out (an interrupted benchmark) is resumed: its runs are kept.
+    if let Ok(text) = std::fs::read_to_string(&json) {
+        match serde_json::from_str::<DetectionTable>(&text) {
+            Ok(earlier) => table.resume_from(&earlier),
+            Err(e) => {
+                eprintln!(
+                    "tidewater: detect: {} is not a detection table: {e}",
+                    json.display()
+                );
+                return EXIT_SETUP;
+            }
+        }
+    }
+    let result = run_detection(table, &markdown, &json, args.jobs, |cell, worker| {
+        let (_, config) = configs
+            .iter()
+            .find(|(c, _)| c == cell)
+            .expect("every cell was planned");
+        let started = std::time::Instant::now();
+        let (code, dir) = if args.jobs > 1 {
+            println!(
+                "detect: {} under {} on {}",
+                cell.bug,
+                cell.column.label(),
+                subnets[worker]
+            );
+            run_as_process(config, &target, &subnets[worker])
+        } else {
+            println!("detect: {} under {}", cell.bug, cell.column.label());
+            execute_run(config.clone(), &target, &runtime)
+        };
+        outcome_of_run(code, dir, started.elapsed().as_secs_f64())
+    });
+    match result {
+        Ok(table) => {
+            println!("detection table: {}", markdown.display());
+            println!("rerun: {}", table.reproduce_command(&args.store));
+            0
+        }
+        Err(e) => {
+            eprintln!("tidewater: detect: {e}");
+            EXIT_HARNESS
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,8 +1092,34 @@ mod tests {
             &["ack.before.replication".into(), "no.epoch.bump".into()],
             &["leader-isolation".into()],
             2,
+            1,
             60,
         )
+    }
+
+    #[test]
+    fn the_txn_workload_runs_the_txn_bugs_over_the_java_client() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            detect: DetectArgs,
+        }
+        let txn = Cli::parse_from(["detect", "--workload", "txn", "--rate", "50"]).detect;
+        assert_eq!(default_bugs(&txn.workload), TXN_BUGS);
+        let base = base_config(&txn);
+        assert_eq!(
+            (base.workload.as_str(), base.client.as_str()),
+            ("txn", "java")
+        );
+        assert_eq!(base.rate, 50.0);
+        base.validate().unwrap();
+        let configs = base.java_client_configs().unwrap();
+        assert_eq!(configs.merged()["isolation.level"], "read_committed");
+        let queue = Cli::parse_from(["detect"]).detect;
+        assert_eq!(default_bugs(&queue.workload), BUGS);
+        assert_eq!(base_config(&queue).client, "http");
+        assert!(Cli::try_parse_from(["detect", "--workload", "group"]).is_err());
     }
 
     #[test]
@@ -462,6 +1183,8 @@ mod tests {
                 anomalies: BTreeMap::from([("lost-write".into(), 3), ("unseen".into(), 2)]),
                 lost: 5,
                 run_dir: "store/x".into(),
+                first_anomaly_s: None,
+                wall_s: None,
             },
         ));
         t.results.push((
@@ -471,6 +1194,8 @@ mod tests {
                 anomalies: BTreeMap::new(),
                 lost: 0,
                 run_dir: "store/y".into(),
+                first_anomaly_s: None,
+                wall_s: None,
             },
         ));
         t.results.push((
@@ -478,6 +1203,7 @@ mod tests {
             CellOutcome::Errored {
                 error: "exit 3".into(),
                 run_dir: None,
+                wall_s: None,
             },
         ));
         let md = t.render_markdown();
@@ -504,19 +1230,28 @@ mod tests {
             CellOutcome::Errored {
                 error: "earlier".into(),
                 run_dir: None,
+                wall_s: None,
             },
         ));
-        let mut ran = Vec::new();
-        let t = run_detection(t, &md, &json, |cell| {
-            ran.push(cell.clone());
+        // Three workers at once: every cell not run yet runs exactly once, on some worker.
+        let ran = std::sync::Mutex::new(Vec::new());
+        let t = run_detection(t, &md, &json, 3, |cell, worker| {
+            assert!(worker < 3);
+            ran.lock().unwrap().push(cell.clone());
             CellOutcome::Errored {
                 error: "x".into(),
                 run_dir: None,
+                wall_s: None,
             }
         })
         .unwrap();
+        let ran = ran.into_inner().unwrap();
         assert_eq!(ran.len(), 8);
         assert!(!ran.contains(&first));
+        let mut distinct = ran.clone();
+        distinct.sort_by_key(|c| (c.bug.clone(), c.column.clone()));
+        distinct.dedup();
+        assert_eq!(distinct.len(), 8, "no cell ran twice");
         assert_eq!(t.results.len(), 9);
         assert!(std::fs::read_to_string(&md).unwrap().contains("| `none` |"));
         let back: DetectionTable =
@@ -530,11 +1265,12 @@ mod tests {
         let errored = CellOutcome::Errored {
             error: "x".into(),
             run_dir: None,
+            wall_s: None,
         };
         for cell in earlier.cells() {
             earlier.results.push((cell, errored.clone()));
         }
-        let mut t = DetectionTable::plan(&["no.epoch.bump".into()], &[], 3, 60);
+        let mut t = DetectionTable::plan(&["no.epoch.bump".into()], &[], 3, 1, 60);
         t.resume_from(&earlier);
         // no.epoch.bump and none under random/s1 and random/s2; random/s3 is new.
         assert_eq!(t.results.len(), 4);
@@ -548,5 +1284,211 @@ mod tests {
             t.reproduce_command(Path::new("/work/store")),
             "tidewater detect --bugs ack.before.replication,no.epoch.bump --plans leader-isolation --seeds 2 --time-limit 60 --store /work/store"
         );
+    }
+
+    #[test]
+    fn wilson_interval_matches_the_formula_and_stays_in_bounds() {
+        // 9 of 10: p = 0.9, the textbook interval is 0.596 to 0.982.
+        let (low, high) = wilson_interval(9, 10);
+        assert!((low - 0.5958).abs() < 1e-3 && (high - 0.9821).abs() < 1e-3);
+        // 0 of 10 and 10 of 10 are not the degenerate [0, 0] and [1, 1].
+        let (low, high) = wilson_interval(0, 10);
+        assert_eq!(low, 0.0);
+        assert!((high - 0.2775).abs() < 1e-3);
+        let (low, high) = wilson_interval(10, 10);
+        assert!((low - 0.7225).abs() < 1e-3);
+        assert_eq!(high, 1.0);
+        assert_eq!(wilson_interval(0, 0), (0.0, 1.0));
+    }
+
+    fn results_with(examples: serde_json::Value, invalidates: bool) -> CheckResults {
+        serde_json::from_value(serde_json::json!({
+            "valid": !invalidates,
+            "promise": "broken",
+            "anomalies": {"lost-write": {"count": 2, "examples": examples, "invalidates": invalidates}},
+            "stats": {"lost_acknowledged": {"total": 2}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn first_anomaly_is_the_earliest_op_an_invalidating_example_names() {
+        let history: String = (0..10u64)
+            .map(|i| {
+                format!(
+                    "{{\"index\":{i},\"time\":{},\"process\":0,\"type\":\"ok\",\"f\":\"send\"}}\n",
+                    (i + 1) * 500_000_000
+                )
+            })
+            .collect();
+        let examples = serde_json::json!([
+            {"value": 1, "send_op": 7, "ack_op": 8, "proving_read_op": 9},
+            {"key": "t0/0", "ops": [6, 4]},
+            {"value": 2, "send_op": null},
+        ]);
+        // op 4 is the earliest named: time 2.5 s.
+        assert_eq!(
+            first_anomaly_s(&results_with(examples.clone(), true), &history),
+            Some(2.5)
+        );
+        // An anomaly that does not invalidate the history does not count.
+        assert_eq!(
+            first_anomaly_s(&results_with(examples, false), &history),
+            None
+        );
+        // Ops the history does not hold give nothing rather than a made-up time.
+        let absent = serde_json::json!([{"send_op": 99}]);
+        assert_eq!(first_anomaly_s(&results_with(absent, true), &history), None);
+    }
+
+    fn checked(valid: &str, first: Option<f64>, wall: f64) -> CellOutcome {
+        CellOutcome::Checked {
+            valid: valid.into(),
+            anomalies: BTreeMap::new(),
+            lost: 0,
+            run_dir: "store/r".into(),
+            first_anomaly_s: first,
+            wall_s: Some(wall),
+        }
+    }
+
+    #[test]
+    fn rates_count_each_schedule_over_its_seeds() {
+        let mut t = DetectionTable::plan(
+            &["no.epoch.bump".into()],
+            &["leader-isolation".into()],
+            4,
+            2,
+            60,
+        );
+        let labels: Vec<String> = t.columns.iter().map(Column::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "random/s1",
+                "random/s2",
+                "random/s3",
+                "random/s4",
+                "leader-isolation/s1",
+                "leader-isolation/s2"
+            ]
+        );
+        let outcomes = [
+            ("no.epoch.bump", 1, checked("invalid", Some(10.0), 90.0)),
+            ("no.epoch.bump", 2, checked("valid", None, 80.0)),
+            ("no.epoch.bump", 3, checked("invalid", Some(30.0), 100.0)),
+            ("no.epoch.bump", 4, checked("invalid", Some(20.0), 90.0)),
+            ("none", 1, checked("valid", None, 70.0)),
+        ];
+        for (bug, seed, outcome) in outcomes.iter().cloned() {
+            let cell = Cell {
+                bug: bug.into(),
+                column: Column { plan: None, seed },
+            };
+            t.results.push((cell, outcome));
+        }
+        t.results.push((
+            Cell {
+                bug: "no.epoch.bump".into(),
+                column: Column {
+                    plan: Some("leader-isolation".into()),
+                    seed: 1,
+                },
+            },
+            CellOutcome::Errored {
+                error: "exit 5".into(),
+                run_dir: None,
+                wall_s: Some(5.0),
+            },
+        ));
+        let rates = t.rates();
+        let random = &rates[0];
+        assert_eq!(
+            (random.bug.as_str(), random.schedule.as_str()),
+            ("no.epoch.bump", "random")
+        );
+        let caught = outcomes[..4].iter().filter(|(_, _, o)| o.caught()).count() as u64;
+        assert_eq!((random.caught, random.runs, random.errors), (caught, 4, 0));
+        assert_eq!(random.interval, wilson_interval(caught, 4));
+        assert_eq!(random.median_first_anomaly_s, Some(20.0));
+        let wall: f64 = outcomes[..4]
+            .iter()
+            .map(|(_, _, o)| o.wall_s().unwrap())
+            .sum();
+        assert_eq!(
+            random.machine_min_per_catch,
+            Some(wall / 60.0 / caught as f64)
+        );
+        let plan = &rates[1];
+        assert_eq!(
+            (plan.schedule.as_str(), plan.runs, plan.errors),
+            ("leader-isolation", 0, 1)
+        );
+        assert_eq!(plan.machine_min_per_catch, None, "no catch, no figure");
+        let none = &rates[2];
+        assert_eq!((none.bug.as_str(), none.caught, none.runs), ("none", 0, 1));
+        let md = t.render_markdown();
+        let per_catch = wall / 60.0 / caught as f64;
+        assert!(
+            md.contains(&format!(
+                "| `no.epoch.bump` | random | 3/4 | 75% (30-95%) | 20.0 s | {per_catch:.1} |"
+            )),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `no.epoch.bump` | leader-isolation | 0/0 (+1 error) | - | - | - |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `none` | random | 0/1 | 0% (0-79%) | - | - |"),
+            "{md}"
+        );
+        assert!(
+            !md.contains("| `none` | leader-isolation |"),
+            "a schedule that never ran for a bug has no row"
+        );
+        assert!(t
+            .reproduce_command(Path::new("s"))
+            .contains("--seeds 4 --plan-seeds 2 --time-limit 60"));
+        let back: DetectionTable =
+            serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn tables_written_before_the_timings_still_load() {
+        let old = r#"{"bugs":["none"],"columns":[{"plan":null,"seed":1}],"time_limit_s":60,
+            "results":[[{"bug":"none","column":{"plan":null,"seed":1}},
+            {"outcome":"checked","valid":"valid","anomalies":{},"lost":0,"run_dir":"store/x"}]]}"#;
+        let t: DetectionTable = serde_json::from_str(old).unwrap();
+        assert_eq!(t.results[0].1.wall_s(), None);
+        assert!(t.render_rates().contains("| `none` | random | 0/1 |"));
+    }
+
+    fn args(jobs: usize, subnet: Option<&str>) -> DetectArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            detect: DetectArgs,
+        }
+        let mut argv = vec!["detect".to_string(), "--jobs".into(), jobs.to_string()];
+        if let Some(s) = subnet {
+            argv.extend(["--subnet".into(), s.into()]);
+        }
+        Cli::parse_from(argv).detect
+    }
+
+    #[test]
+    fn workers_get_a_subnet_each_or_a_clear_refusal() {
+        assert_eq!(worker_subnets(&args(1, None)).unwrap(), ["10.77.0.0/24"]);
+        assert_eq!(
+            worker_subnets(&args(3, Some("10.223.4.0/24"))).unwrap(),
+            ["10.223.4.0/24", "10.223.5.0/24", "10.223.6.0/24"]
+        );
+        let past = worker_subnets(&args(3, Some("10.223.254.0/24"))).unwrap_err();
+        assert!(past.contains("runs past 10.223.255.0/24"), "{past}");
+        let none = worker_subnets(&args(0, None)).unwrap_err();
+        assert!(none.contains("--jobs 0 is not between 1 and 16"), "{none}");
     }
 }

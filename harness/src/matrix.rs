@@ -22,18 +22,30 @@
 //! lost_writes_max = 0
 //! ```
 //!
-//! Axes named `acks`, `plan` or `nemesis` change the run itself ([`CellPlan::run`]); every
-//! other axis is a broker or topic setting ([`CellPlan::sets`], like `--set`). This module
-//! plans the cells and, given a function that runs one (the CLI's runner), summarises them
-//! with `tidewater_reports::matrix` and writes `matrix.html` and `junit.xml`.
+//! Axes named `acks`, `plan`, `nemesis`, `client` or `system` change the run itself
+//! ([`CellPlan::run`]); every other axis is a broker or topic setting ([`CellPlan::sets`],
+//! like `--set`). `system` is the system under test, as `tidewater run --system` takes it:
+//! `companion` (or `tidewater`), `kafka:4.1.1`, `kafka:3.9.1`, ...; a Kafka cell runs the
+//! Kafka-protocol client, as `--system kafka` implies, so a matrix comparing systems
+//! compares their brokers under one client when its `[run]` sets `client = "kafka"`. This
+//! module
+//! plans the cells and, given a function that runs one, summarises them with
+//! `tidewater_reports::pages::matrix` and writes `matrix.html` and `junit.xml`. The command
+//! (`matrix_command`, with its flags [`MatrixArgs`]) runs each cell as `tidewater run` would,
+//! through `crate::launch::execute_run`.
 
+use crate::launch::RunTarget;
+use crate::launch::{check_schedule, check_sets, default_config, execute_run, new_runtime};
+use crate::runner::{self, EXIT_HARNESS, EXIT_SETUP};
+use crate::store;
+use clap::Args;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use tidewater_reports::matrix::{
+use tidewater_reports::pages::matrix::{
     junit_xml, render_matrix, summarize_matrix, CellInput, Expectation, MatrixInput, MatrixSummary,
     RunOutcome,
 };
-use tidewater_reports::night::{night_summary, previous_night, NightSummary, NIGHTS_DIR};
+use tidewater_reports::pages::night::{night_summary, previous_night, NightSummary, NIGHTS_DIR};
 use tidewater_reports::ReportError;
 
 /// Cells per matrix at most: each costs `repetitions` full runs.
@@ -41,7 +53,17 @@ pub const CELLS_MAX: usize = 256;
 /// Repetitions per cell at most.
 pub const REPETITIONS_MAX: u32 = 100;
 /// Axes that change the run rather than the broker or topic configuration.
-pub const RUN_AXES: [&str; 4] = ["acks", "plan", "nemesis", "client"];
+pub const RUN_AXES: [&str; 5] = ["acks", "plan", "nemesis", "client", "system"];
+
+/// The axis that names the system under test (the matrix page sets the systems side by side).
+pub use tidewater_reports::pages::matrix::SYSTEM_AXIS;
+
+/// The `plan` axis value of cells that run the random schedule (`[run]`'s `nemesis`) rather
+/// than a fault plan.
+pub const RANDOM_PLAN: &str = "random";
+
+/// The key naming a profile: an axis value that is a table of settings varied together.
+pub const PROFILE_NAME: &str = "name";
 /// The JUnit file written beside `matrix.html`.
 pub const JUNIT_FILE: &str = "junit.xml";
 
@@ -113,13 +135,29 @@ pub struct CellPlan {
 
 impl CellPlan {
     /// The run settings of this cell: `base` (the matrix's `[run]` table) with the cell's
-    /// run axes (`acks`, `plan`, `nemesis` as a list split at commas), its broker and topic
-    /// settings merged into `sets`, and `matrix_cell` set to the label. Field names are
-    /// RunConfig's, so the runner can fill in its defaults and deserialize.
+    /// run axes (`acks`, `plan`, `nemesis` as a list split at commas, `system` as `--system`
+    /// writes it, with the Kafka client for Kafka), its broker and topic settings merged into
+    /// `sets`, and `matrix_cell` set to the label. Field names are RunConfig's, so the runner
+    /// can fill in its defaults and deserialize.
     pub fn run_table(&self, base: &toml::Table) -> toml::Table {
         let mut table = base.clone();
         for (k, v) in &self.run {
-            let value = if k == "nemesis" {
+            if k == "plan" && v == RANDOM_PLAN {
+                table.remove("plan");
+                continue;
+            }
+            let value = if k == SYSTEM_AXIS {
+                match crate::kafka::System::parse(v) {
+                    Ok(system @ crate::kafka::System::Kafka { .. }) => {
+                        // Kafka speaks nothing else (`--system kafka` implies it too).
+                        table.insert("client".into(), toml::Value::String("kafka".into()));
+                        toml::Value::String(system.as_flag())
+                    }
+                    Ok(system) => toml::Value::String(system.as_flag()),
+                    // Refused by the run's own check, with the value named.
+                    Err(_) => toml::Value::String(v.clone()),
+                }
+            } else if k == "nemesis" {
                 let kinds = v
                     .split(',')
                     .map(str::trim)
@@ -177,6 +215,12 @@ impl MatrixFile {
         if !matches!(cells, Some(n) if n <= CELLS_MAX) {
             return Err(format!("more than {CELLS_MAX} cells"));
         }
+        for (axis, values) in &file.axes {
+            check_profiles(axis, values, &file.axes)?;
+        }
+        if let Some(values) = file.axes.get(SYSTEM_AXIS) {
+            check_system_axis(values, file.axes.get("client"))?;
+        }
         if let Some(values) = file.axes.get("acks") {
             if let Some(bad) = values
                 .iter()
@@ -217,7 +261,18 @@ impl MatrixFile {
                 .flat_map(|combo| {
                     values.iter().map(move |v| {
                         let mut next = combo.clone();
-                        next.insert(axis.clone(), value_text(v));
+                        match v {
+                            // A profile: its name labels the cell, its settings apply.
+                            toml::Value::Table(profile) => {
+                                for (k, setting) in profile {
+                                    let key = if k == PROFILE_NAME { axis } else { k };
+                                    next.insert(key.clone(), value_text(setting));
+                                }
+                            }
+                            v => {
+                                next.insert(axis.clone(), value_text(v));
+                            }
+                        }
                         next
                     })
                 })
@@ -229,6 +284,13 @@ impl MatrixFile {
             .collect()
     }
 
+    /// Whether `axis` is an axis of profiles (its name only labels cells).
+    fn is_profile_axis(&self, axis: &str) -> bool {
+        self.axes
+            .get(axis)
+            .is_some_and(|values| values.iter().any(toml::Value::is_table))
+    }
+
     fn cell(&self, settings: BTreeMap<String, String>) -> CellPlan {
         let label = settings
             .iter()
@@ -237,6 +299,7 @@ impl MatrixFile {
             .join(" ");
         let (run, sets) = settings
             .iter()
+            .filter(|(k, _)| !self.is_profile_axis(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .partition(|(k, _)| RUN_AXES.contains(&k.as_str()));
         let rules = self.expect.iter().filter(|rule| {
@@ -252,6 +315,77 @@ impl MatrixFile {
             sets,
         }
     }
+}
+
+/// Checks an axis of profiles (values that are tables): every value is one, named by a
+/// string `name` and unique, whose settings are scalars naming no axis and not the axis
+/// itself; the axis is not one that changes the run.
+fn check_profiles(
+    axis: &str,
+    values: &[toml::Value],
+    axes: &BTreeMap<String, Vec<toml::Value>>,
+) -> Result<(), String> {
+    if !values.iter().any(toml::Value::is_table) {
+        return Ok(());
+    }
+    if RUN_AXES.contains(&axis) {
+        return Err(format!("axis {axis:?} takes values, not profiles (tables)"));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for value in values {
+        let toml::Value::Table(profile) = value else {
+            return Err(format!(
+                "axis {axis:?} mixes profiles (tables) and plain values"
+            ));
+        };
+        let Some(toml::Value::String(name)) = profile.get(PROFILE_NAME) else {
+            return Err(format!(
+                "axis {axis:?}: every profile needs a {PROFILE_NAME} = \"...\" (it labels the cell)"
+            ));
+        };
+        if !names.insert(name.clone()) {
+            return Err(format!("axis {axis:?}: two profiles named {name:?}"));
+        }
+        for (key, setting) in profile {
+            if key != PROFILE_NAME && (axes.contains_key(key) || key == axis) {
+                return Err(format!(
+                    "axis {axis:?}, profile {name:?}: {key:?} is an axis of its own"
+                ));
+            }
+            if setting.is_table() || setting.is_array() {
+                return Err(format!(
+                    "axis {axis:?}, profile {name:?}: {key:?} must be a single value"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks a `system` axis: every value a system `--system` takes, and no `client = "http"`
+/// beside Kafka (whose cells run the Kafka client: such a cell would not be what its label
+/// says).
+fn check_system_axis(
+    values: &[toml::Value],
+    clients: Option<&Vec<toml::Value>>,
+) -> Result<(), String> {
+    let mut kafka = false;
+    for value in values {
+        let text = value_text(value);
+        let system = crate::kafka::System::parse(&text)
+            .map_err(|e| format!("axis system: {}", e.trim_start_matches("--system ")))?;
+        kafka |= matches!(system, crate::kafka::System::Kafka { .. });
+    }
+    let http = clients.is_some_and(|c| c.iter().any(|v| value_text(v) == "http"));
+    if kafka && http {
+        return Err(
+            "axis system has Kafka and axis client has http: Kafka speaks only its \
+                    own protocol, so its cells run the Kafka client; to compare the systems \
+                    under one client, set client = \"kafka\" in [run] instead of a client axis"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// The strictest combination of the rules: the lowest bounds, every forbidden anomaly.
@@ -321,7 +455,7 @@ pub fn write_night(
         path: junit.clone(),
         source: e,
     })?;
-    tidewater_reports::night::write_night(&summary, &dir)?;
+    tidewater_reports::pages::night::write_night(&summary, &dir)?;
     Ok(summary)
 }
 
@@ -360,6 +494,201 @@ pub fn run_matrix(
         page,
         junit,
     })
+}
+
+/// `tidewater matrix`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Exit codes: 0 every expectation held, 1 an expectation failed, \
+2 runs errored, 3 a bad matrix file.",
+    allow_negative_numbers = true
+)]
+pub struct MatrixArgs {
+    /// The matrix file (TOML).
+    #[arg(value_name = "FILE.toml")]
+    pub file: PathBuf,
+    /// Directory of all runs; the matrix page goes to STORE/<matrix name>/matrix.html.
+    #[arg(long, value_name = "DIR", default_value = "store")]
+    pub store: PathBuf,
+    /// The /24 subnet of the local cluster's bridge.
+    #[arg(long, value_name = "A.B.C.0/24")]
+    pub subnet: Option<String>,
+    /// Run against the hosts of a cluster file over ssh (see docs/ssh.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "subnet")]
+    pub cluster: Option<PathBuf>,
+    /// Print plain log lines instead of a progress bar.
+    #[arg(long)]
+    pub plain: bool,
+    /// Override the matrix file's `[run] time_limit_s` for every run (seconds), e.g. for a
+    /// short night.
+    #[arg(long, value_name = "SECONDS")]
+    pub time_limit: Option<u64>,
+    /// Run each cell once per seed, with these seeds (comma-separated), instead of
+    /// `repetitions` runs with fresh random seeds: the same faults and choices every night.
+    #[arg(long, value_name = "SEED,SEED,...", value_delimiter = ',')]
+    pub seeds: Vec<u64>,
+    /// This run is the night STAMP (`YYYYMMDDTHHMMSS`) of a nightly series: also write
+    /// STORE/<name>/nights/STAMP/ with the night's matrix page, JUnit file, summary.json and
+    /// summary.html (the changes since the previous night, regressions first); a regression
+    /// makes the exit code 1.
+    #[arg(long, value_name = "STAMP", value_parser = parse_night)]
+    pub night: Option<String>,
+}
+
+/// A night's stamp: letters, digits, `-`, `_` and `.` only (it names a directory).
+fn parse_night(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && !s.starts_with('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?}: a stamp such as 20261201T023000 (letters, digits, - _ .)"
+        ))
+    }
+}
+
+pub(crate) fn matrix_command(args: &MatrixArgs) -> i32 {
+    let mut file = match MatrixFile::load(&args.file) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("tidewater: matrix {e}");
+            return EXIT_SETUP;
+        }
+    };
+    if let Some(limit) = args.time_limit {
+        if limit > runner::config::TIME_LIMIT_MAX_S {
+            eprintln!(
+                "tidewater: --time-limit {limit} is longer than {} s (one week)",
+                runner::config::TIME_LIMIT_MAX_S
+            );
+            return EXIT_SETUP;
+        }
+        let limit = i64::try_from(limit).expect("at most a week of seconds");
+        file.run
+            .insert("time_limit_s".into(), toml::Value::Integer(limit));
+    }
+    if !args.seeds.is_empty() {
+        file.repetitions = args.seeds.len() as u32;
+    }
+    // Every cell's config and fault schedule (its plan exists and fits its time limit) is
+    // checked before the first run, so a typo fails in seconds.
+    let base = default_config(&file.name);
+    let mut configs = Vec::new();
+    for cell in file.cells() {
+        let table = serde_json::to_value(cell.run_table(&file.run)).expect("TOML converts");
+        let config = base
+            .overlay(table.as_object().expect("a table is an object"))
+            .and_then(|c| check_schedule(&c).map(|()| c));
+        match config {
+            Ok(c) => configs.push((cell.label.clone(), c)),
+            Err(e) => {
+                eprintln!("tidewater: matrix cell {}: {e}", cell.label);
+                return EXIT_SETUP;
+            }
+        }
+    }
+    let target = RunTarget {
+        store: args.store.clone(),
+        subnet: args.subnet.clone(),
+        cluster: args.cluster.clone(),
+        plain: args.plain,
+        kafka_home: None,
+    };
+    for (label, config) in &configs {
+        if let Err(e) = target
+            .preflight(config)
+            .and_then(|()| check_sets(config, &target))
+        {
+            eprintln!("tidewater: matrix cell {label}: {e}");
+            return EXIT_SETUP;
+        }
+    }
+    // One look at every host before the first run: an unreachable cluster stops the matrix
+    // with one message instead of erroring every run.
+    if let Some(cluster) = &args.cluster {
+        if let Err(e) = crate::cluster_file::preflight_cluster_file(cluster) {
+            eprintln!(
+                "tidewater: matrix not started: the cluster of {} is not ready: {e}",
+                cluster.display()
+            );
+            return EXIT_SETUP;
+        }
+    }
+    if let Err(e) = crate::cluster::local::guard::install_signal_handlers() {
+        eprintln!("tidewater: cannot install signal handlers: {e}");
+        return EXIT_HARNESS;
+    }
+    let Some(runtime) = new_runtime() else {
+        return EXIT_HARNESS;
+    };
+    let out_dir = args.store.join(store::sanitize_name(&file.name));
+    let result = run_matrix(&file, &out_dir, |cell, repetition| {
+        let (_, config) = configs
+            .iter()
+            .find(|(label, _)| *label == cell.label)
+            .expect("every cell was planned");
+        let mut config = config.clone();
+        config.seed = match args.seeds.get(repetition as usize) {
+            Some(seed) => *seed,
+            None => rand::random(),
+        };
+        println!("matrix cell {} run {}", cell.label, repetition + 1);
+        match execute_run(config, &target, &runtime) {
+            // A verdict was reached (valid, invalid, unknown, or unknown with no recovery).
+            (0 | 1 | 2 | runner::EXIT_LIVENESS, Some(dir)) => RunOutcome::Completed(dir.path),
+            (code, dir) => RunOutcome::Errored {
+                run_dir: dir.map(|d| d.path),
+                error: format!("the run ended with exit code {code}"),
+            },
+        }
+    });
+    match result {
+        Ok(run) => {
+            println!("matrix page: {}", run.page.display());
+            println!("junit: {}", run.junit.display());
+            let mut code = run.exit_code();
+            if let Some(night) = &args.night {
+                match write_night(&run, &out_dir, night) {
+                    Ok(summary) => {
+                        println!(
+                            "night {night}: {} regression(s) since {}",
+                            summary.regressions(),
+                            summary.previous.as_deref().unwrap_or("no earlier night")
+                        );
+                        for change in &summary.changes {
+                            let tag = if change.regression { "REGRESSION " } else { "" };
+                            println!("  {tag}{}: {}", change.cell, change.what);
+                        }
+                        println!(
+                            "night summary: {}",
+                            out_dir
+                                .join("nights")
+                                .join(night)
+                                .join("summary.json")
+                                .display()
+                        );
+                        code = summary.exit_code;
+                    }
+                    Err(e) => {
+                        eprintln!("tidewater: night summary: {e}");
+                        return EXIT_HARNESS;
+                    }
+                }
+            }
+            if let Err(e) = tidewater_reports::render_index(&args.store) {
+                eprintln!("tidewater: index: {e}");
+            }
+            code
+        }
+        Err(e) => {
+            eprintln!("tidewater: matrix: {e}");
+            EXIT_HARNESS
+        }
+    }
 }
 
 #[cfg(test)]
@@ -434,6 +763,229 @@ mod tests {
 
     /// The power-loss matrix shipped beside it.
     const SHIPPED_POWER_LOSS: &str = include_str!("../matrix/power-loss.toml");
+
+    /// The companion broker against Kafka 4.1.1 and 3.9.1 (docs/real-kafka.md).
+    const SHIPPED_FAITHFULNESS: &str = include_str!("../matrix/faithfulness.toml");
+
+    /// The config of `cell` over `tidewater run`'s defaults, or why it is refused.
+    fn cell_config(
+        file: &MatrixFile,
+        cell: &CellPlan,
+    ) -> Result<crate::runner::config::RunConfig, String> {
+        let table = serde_json::to_value(cell.run_table(&file.run)).unwrap();
+        default_config(&file.name).overlay(table.as_object().unwrap())
+    }
+
+    #[test]
+    fn a_system_axis_runs_each_cell_on_its_system_with_kafkas_client_for_kafka() {
+        let file = MatrixFile::parse(
+            "name = \"m\"\n[run]\nplan = \"kill-isr\"\ntime_limit_s = 60\n\
+             [axes]\nsystem = [\"companion\", \"kafka:4.1.1\", \"kafka\"]",
+        )
+        .unwrap();
+        let runs: Vec<(String, String, String)> = file
+            .cells()
+            .iter()
+            .map(|cell| {
+                let config = cell_config(&file, cell).unwrap();
+                assert!(!config.sets.contains_key("system"), "{}", cell.label);
+                (cell.label.clone(), config.system, config.client)
+            })
+            .collect();
+        let run = |label: &str, system: &str, client: &str| {
+            (label.to_string(), system.to_string(), client.to_string())
+        };
+        assert_eq!(
+            runs,
+            [
+                run("system=companion", "tidewater", "http"),
+                run("system=kafka:4.1.1", "kafka:4.1.1", "kafka"),
+                run(
+                    "system=kafka",
+                    &format!("kafka:{}", crate::kafka::DEFAULT_VERSION),
+                    "kafka"
+                ),
+            ]
+        );
+        for (text, reason) in [
+            (
+                "system = [\"zookeeper\"]",
+                "axis system: \"zookeeper\": expected tidewater",
+            ),
+            (
+                "system = [\"kafka:4\"]",
+                "expected tidewater (or companion), kafka or kafka:X.Y.Z",
+            ),
+            (
+                "system = [\"companion\", \"kafka:3.9.1\"]\nclient = [\"http\", \"kafka\"]",
+                "set client = \"kafka\" in [run]",
+            ),
+        ] {
+            let e = MatrixFile::parse(&format!("name = \"m\"\n[axes]\n{text}")).unwrap_err();
+            assert!(e.contains(reason), "{text}: {e}");
+        }
+        // Without Kafka beside it, the companion broker may be compared over both clients.
+        let both = "name = \"m\"\n[axes]\nsystem = [\"companion\"]\nclient = [\"http\", \"kafka\"]";
+        assert_eq!(MatrixFile::parse(both).unwrap().cells().len(), 2);
+    }
+
+    #[test]
+    fn profiles_vary_settings_together_and_random_runs_the_random_schedule() {
+        let file = MatrixFile::parse(
+            r#"
+name = "m"
+[run]
+plan = "kill-isr"
+nemesis = ["kill"]
+time_limit_s = 60
+[axes]
+plan = ["random", "kill-isr"]
+safety = [
+  { name = "safe", "min.insync.replicas" = 2, "unclean.leader.election.enable" = false },
+  { name = "unsafe", "min.insync.replicas" = 1, "unclean.leader.election.enable" = true },
+]
+[[expect]]
+when = { safety = "unsafe" }
+promise_kept = true
+"#,
+        )
+        .unwrap();
+        let cells = file.cells();
+        let labels: Vec<&str> = cells.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "min.insync.replicas=2 plan=random safety=safe unclean.leader.election.enable=false",
+                "min.insync.replicas=1 plan=random safety=unsafe unclean.leader.election.enable=true",
+                "min.insync.replicas=2 plan=kill-isr safety=safe unclean.leader.election.enable=false",
+                "min.insync.replicas=1 plan=kill-isr safety=unsafe unclean.leader.election.enable=true",
+            ]
+        );
+        let unsafe_random = &cells[1];
+        assert!(unsafe_random.expectation.promise_kept);
+        assert!(!cells[0].expectation.promise_kept);
+        let config = cell_config(&file, unsafe_random).unwrap();
+        assert_eq!(config.plan, None, "the random schedule, not [run]'s plan");
+        assert_eq!(config.nemesis, ["kill"]);
+        assert_eq!(
+            config.sets,
+            BTreeMap::from([
+                ("min.insync.replicas".to_string(), "1".to_string()),
+                (
+                    "unclean.leader.election.enable".to_string(),
+                    "true".to_string()
+                ),
+            ]),
+            "the profile's settings, not its name"
+        );
+        assert_eq!(
+            cell_config(&file, &cells[2]).unwrap().plan.as_deref(),
+            Some("kill-isr")
+        );
+        for (axes, reason) in [
+            ("s = [{ name = \"a\" }, 1]", "mixes profiles"),
+            ("s = [{ x = 1 }]", "every profile needs a name"),
+            (
+                "s = [{ name = \"a\" }, { name = \"a\" }]",
+                "two profiles named \"a\"",
+            ),
+            (
+                "s = [{ name = \"a\", acks = \"1\" }]\nacks = [\"all\"]",
+                "\"acks\" is an axis",
+            ),
+            ("s = [{ name = \"a\", x = [1] }]", "must be a single value"),
+            ("plan = [{ name = \"a\" }]", "takes values, not profiles"),
+        ] {
+            let e = MatrixFile::parse(&format!("name = \"m\"\n[axes]\n{axes}")).unwrap_err();
+            assert!(e.contains(reason), "{axes}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_shipped_elr_matrix_cuts_the_leaders_power_with_elr_off_and_on() {
+        let file = MatrixFile::parse(include_str!("../matrix/faithfulness-elr.toml")).unwrap();
+        let cells = file.cells();
+        assert_eq!(cells.len(), 8);
+        for cell in &cells {
+            let config = cell_config(&file, cell).unwrap_or_else(|e| panic!("{}: {e}", cell.label));
+            assert_eq!(config.plan.as_deref(), Some("power-loss-leader"));
+            let schedule = crate::runner::faults::resolve_schedule(&config).unwrap();
+            let config = crate::runner::config::RunConfig { schedule, ..config };
+            assert!(crate::runner::faults::cuts_power(&config), "{}", cell.label);
+            let settings: Vec<(String, String)> = config.broker_settings().into_iter().collect();
+            let features = crate::kafka::properties::format_features(&settings).unwrap();
+            let elr = &cell.sets["eligible.leader.replicas.enable"];
+            assert_eq!(
+                features,
+                [format!(
+                    "eligible.leader.replicas.version={}",
+                    u8::from(elr == "true")
+                )],
+                "{}",
+                cell.label
+            );
+            let judged = cell.sets["min.insync.replicas"] == "2" && elr == "true";
+            assert_eq!(
+                cell.expectation.lost_writes_max,
+                judged.then_some(0),
+                "{}",
+                cell.label
+            );
+            assert_eq!(cell.expectation.forbidden_anomalies, ["unexpected"]);
+        }
+    }
+
+    #[test]
+    fn the_shipped_faithfulness_matrix_runs_every_plan_on_three_systems() {
+        let file = MatrixFile::parse(SHIPPED_FAITHFULNESS).unwrap();
+        let cells = file.cells();
+        let shipped: std::collections::BTreeSet<String> =
+            std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("plans"))
+                .unwrap()
+                .map(|e| {
+                    e.unwrap()
+                        .file_name()
+                        .to_string_lossy()
+                        .trim_end_matches(".toml")
+                        .to_string()
+                })
+                .collect();
+        let plans: std::collections::BTreeSet<String> =
+            cells.iter().map(|c| c.run["plan"].clone()).collect();
+        let mut expected = shipped.clone();
+        expected.insert(RANDOM_PLAN.into());
+        assert_eq!(
+            plans, expected,
+            "every shipped plan and the random schedule"
+        );
+        assert_eq!(cells.len(), 3 * expected.len() * 2);
+        let mut systems = std::collections::BTreeSet::new();
+        for cell in &cells {
+            let config = cell_config(&file, cell).unwrap_or_else(|e| panic!("{}: {e}", cell.label));
+            assert_eq!(
+                (config.client.as_str(), config.acks.as_str()),
+                ("kafka", "all")
+            );
+            let safe = cell.settings["safety"] == "safe";
+            assert_eq!(
+                config.sets["min.insync.replicas"],
+                if safe { "2" } else { "1" },
+                "{}",
+                cell.label
+            );
+            assert!(cell.expectation.promise_kept, "{}", cell.label);
+            // Every plan fits the time limit and every setting has a route to Kafka.
+            crate::runner::faults::resolve_schedule(&config)
+                .unwrap_or_else(|e| panic!("{}: {e}", cell.label));
+            crate::kafka::properties::check_sets(&config.sets)
+                .unwrap_or_else(|e| panic!("{}: {e}", cell.label));
+            systems.insert(config.system);
+        }
+        assert_eq!(
+            systems.into_iter().collect::<Vec<_>>(),
+            ["kafka:3.9.1", "kafka:4.1.1", "tidewater"]
+        );
+    }
 
     #[test]
     fn the_shipped_power_loss_matrix_judges_every_cell() {
@@ -737,5 +1289,33 @@ mod tests {
         })
         .unwrap();
         assert_eq!(run.summary.cells[0].failures, ["1 runs not valid"]);
+    }
+
+    #[test]
+    fn matrix_cells_become_configs_over_the_run_defaults() {
+        let file = MatrixFile::parse(
+            r#"
+name = "durability"
+[run]
+time_limit_s = 20
+nemesis = ["kill"]
+[axes]
+acks = ["1", "all"]
+"min.insync.replicas" = [2]
+"#,
+        )
+        .unwrap();
+        let base = default_config(&file.name);
+        assert_eq!(base.concurrency, 10, "the run command's default");
+        let cells = file.cells();
+        let table = serde_json::to_value(cells[0].run_table(&file.run)).unwrap();
+        let c = base.overlay(table.as_object().unwrap()).unwrap();
+        assert_eq!(
+            (c.name.as_str(), c.acks.as_str(), c.time_limit_s),
+            ("durability", "1", 20)
+        );
+        assert_eq!(c.nemesis, vec!["kill"]);
+        assert_eq!(c.sets["min.insync.replicas"], "2");
+        assert_eq!(c.matrix_cell.as_deref(), Some(cells[0].label.as_str()));
     }
 }

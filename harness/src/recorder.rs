@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 use tidewater_workloads::history::{Key, MicroOp, Op, OpType, Process};
+use tidewater_workloads::nemesis::{NemesisOp, OpName};
 
 /// Ops buffered between callers and the writer thread before callers wait.
 pub const CHANNEL_OPS_MAX: usize = 65_536;
@@ -158,53 +159,43 @@ impl Recorder {
         faults.iter().cloned().collect()
     }
 
-    /// Records a nemesis op: process "nemesis", type info, free-form value.
-    pub fn nemesis(&self, f: &str, value: serde_json::Value) {
-        self.nemesis_op(Op {
-            index: 0,
-            time: 0,
-            process: Process::Nemesis,
-            kind: OpType::Info,
-            f: f.to_string(),
-            value,
-            node: None,
-            high_watermarks: None,
-            log_start_offsets: None,
-            isr_sizes: None,
-            error: None,
-            r#final: false,
-        });
-    }
-
-    /// Records a nemesis op given in full (e.g. with an `error`). `start-X` marks fault X
-    /// active (per node when the value lists nodes: `kill:n1`) and `stop-X` inactive (those
-    /// nodes, or every X when the value lists none), for the progress display.
-    pub fn nemesis_op(&self, op: Op) {
+    /// Records a nemesis op (process "nemesis", type info) with the error of a fault that
+    /// could not be (fully) applied. `start-X` marks fault X active (per node when the value
+    /// lists nodes: `kill:n1`) and `stop-X` inactive (those nodes, or every X when the value
+    /// lists none), for the progress display.
+    pub fn nemesis(&self, op: &NemesisOp, error: Option<String>) {
+        let value = op.value();
         {
             let mut faults = self.faults_active.lock().expect("faults lock");
-            let nodes: Vec<&str> = op
-                .value
+            let nodes: Vec<&str> = value
                 .as_array()
                 .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
                 .unwrap_or_default();
-            if let Some(kind) = op.f.strip_prefix("start-") {
-                if nodes.is_empty() {
-                    faults.insert(kind.to_string());
+            match op.name() {
+                Some(OpName::Start(fault)) => {
+                    if nodes.is_empty() {
+                        faults.insert(fault.name().to_string());
+                    }
+                    for n in &nodes {
+                        faults.insert(format!("{fault}:{n}"));
+                    }
                 }
-                for n in &nodes {
-                    faults.insert(format!("{kind}:{n}"));
+                Some(OpName::Stop(fault)) => {
+                    if nodes.is_empty() {
+                        let prefix = format!("{fault}:");
+                        faults.retain(|f| f != fault.name() && !f.starts_with(&prefix));
+                    }
+                    for n in &nodes {
+                        faults.remove(&format!("{fault}:{n}"));
+                    }
                 }
-            } else if let Some(kind) = op.f.strip_prefix("stop-") {
-                if nodes.is_empty() {
-                    let prefix = format!("{kind}:");
-                    faults.retain(|f| f != kind && !f.starts_with(&prefix));
-                }
-                for n in &nodes {
-                    faults.remove(&format!("{kind}:{n}"));
-                }
+                Some(OpName::Wait(_)) | None => {}
             }
         }
-        self.record(op);
+        self.record(Op {
+            error,
+            ..Op::nemesis(&op.f(), value)
+        });
     }
 
     fn observe(&self, op: &Op) {
@@ -216,7 +207,8 @@ impl Recorder {
             (_, OpType::Info) => &self.counts.info,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if op.kind == OpType::Ok && op.f == "send" {
+        // A committed transaction's sends are acknowledged writes too.
+        if op.kind == OpType::Ok && (op.f == "send" || op.f == "txn") {
             let mut acked = self.acked_offsets_max.lock().expect("acked offsets lock");
             for m in op.micro_ops().unwrap_or_default() {
                 if let MicroOp::Send {
@@ -315,17 +307,7 @@ mod tests {
     fn op(process: u64, kind: OpType, f: &str, value: serde_json::Value) -> Op {
         Op {
             index: 99,
-            time: 0,
-            process: Process::Client(process),
-            kind,
-            f: f.into(),
-            value,
-            node: None,
-            high_watermarks: None,
-            log_start_offsets: None,
-            isr_sizes: None,
-            error: None,
-            r#final: false,
+            ..Op::client(process, kind, f, value)
         }
     }
 
@@ -344,7 +326,8 @@ mod tests {
                 });
             }
         });
-        rec.nemesis("start-partition", json!({"n1": ["n2"]}));
+        let nemesis = |f: &str, value| rec.nemesis(&NemesisOp::parse(f, &value), None);
+        nemesis("start-partition", json!({"n1": ["n2"]}));
         assert_eq!(rec.close().unwrap(), 4001);
         let ops = read_history(std::io::BufReader::new(File::open(&path).unwrap())).unwrap();
         assert_eq!(ops.len(), 4001);
@@ -355,11 +338,11 @@ mod tests {
         assert_eq!(ops[4000].process, Process::Nemesis);
         assert_eq!(ops[4000].kind, OpType::Info);
         assert_eq!(rec.faults_active(), vec!["partition".to_string()]);
-        rec.nemesis("start-kill", json!(["n1", "n2"]));
-        rec.nemesis("stop-kill", json!(["n1"]));
+        nemesis("start-kill", json!(["n1", "n2"]));
+        nemesis("stop-kill", json!(["n1"]));
         assert_eq!(rec.faults_active(), vec!["kill:n2", "partition"]);
-        rec.nemesis("stop-partition", json!(null));
-        rec.nemesis("stop-kill", json!(null));
+        nemesis("stop-partition", json!(null));
+        nemesis("stop-kill", json!(null));
         assert!(rec.faults_active().is_empty());
     }
 

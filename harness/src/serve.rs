@@ -8,17 +8,19 @@
 //!
 //! The CLI binds to 127.0.0.1 unless told otherwise; pass its listener to [`serve`].
 
+use crate::runner::EXIT_HARNESS;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use clap::Args;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use tidewater_reports::html::{esc, page};
-use tidewater_reports::index::{href, index_html, list_runs};
+use tidewater_reports::html::{esc, href, page};
+use tidewater_reports::pages::index::{index_html, list_runs};
 use tokio::io::AsyncReadExt;
 
 /// The address `tidewater serve` binds to by default: this machine only.
@@ -261,6 +263,66 @@ fn listing(dir: &Path, rel: &Path) -> std::io::Result<String> {
         );
     }
     Ok(page(&title, &body))
+}
+
+/// `tidewater serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Directory of all runs.
+    #[arg(long, value_name = "DIR", default_value = "store")]
+    pub store: PathBuf,
+    /// Address to listen on (this machine only by default).
+    #[arg(long, value_name = "ADDR:PORT", default_value = crate::serve::BIND_DEFAULT,
+        value_parser = parse_bind)]
+    pub bind: String,
+}
+
+/// Parses `--bind`: a host (or address) and a port from 0 to 65535, so that a typo is refused
+/// as a setting (exit 3) instead of failing to listen (exit 5).
+fn parse_bind(s: &str) -> Result<String, String> {
+    match s.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(s.to_string()),
+        _ => Err(format!(
+            "{s:?}: expected ADDR:PORT with a port from 0 to 65535"
+        )),
+    }
+}
+
+pub(crate) fn serve_command(args: &ServeArgs) -> i32 {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tidewater: cannot start the async runtime: {e}");
+            return EXIT_HARNESS;
+        }
+    };
+    runtime.block_on(async {
+        let listener = match tokio::net::TcpListener::bind(&args.bind).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("tidewater: cannot listen on {}: {e}", args.bind);
+                return EXIT_HARNESS;
+            }
+        };
+        let addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        println!(
+            "serving {} on http://{addr}/ (Ctrl-C stops)",
+            args.store.display()
+        );
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        match serve(&args.store, listener, shutdown).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("tidewater: serve {}: {e}", args.store.display());
+                EXIT_HARNESS
+            }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! The store: one directory per run, `store/<name>/<YYYYMMDDTHHMMSS>/`, holding
 //! `config.json`, `history.jsonl`, `samples.jsonl`, `final-reads.json`, `results.json`,
 //! `report.html`,
-//! `harness.log` and `nodes/<node>/`; `store/latest` is a symlink to the newest run.
+//! `harness.log` and `nodes/<node>/` (and, once `tidewater shrink` shrank the run, its
+//! `shrunk-plan.toml`, `shrink.md`, `shrink.json` and `shrink/`); `store/latest` is a symlink
+//! to the newest run.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -46,6 +48,10 @@ impl RunDir {
     /// How far the final reads got (decides whether unseen writes can be judged).
     pub fn final_reads(&self) -> PathBuf {
         self.path.join("final-reads.json")
+    }
+    /// Every replica's own log of every partition, read after the final reads.
+    pub fn replicas(&self) -> PathBuf {
+        self.path.join("replicas.jsonl")
     }
     /// The checkers' verdict.
     pub fn results(&self) -> PathBuf {

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidewater::cluster::local::{find_broker_binary, sys, LocalCluster, LocalSpec, NodeProgram};
 use tidewater::cluster::Cluster;
-use tidewater::nemesis::{ClusterView, HttpView, PartitionState};
+use tidewater::nemesis::{ClusterView, PartitionState};
+use tidewater::system::HttpView;
 
 /// Bound on every wait for the cluster to reach a state.
 const SETTLE_MAX: Duration = Duration::from_secs(60);

@@ -14,31 +14,12 @@
 mod run_support;
 
 use run_support::KeptStore;
-use run_support::{acked_absent_from_final_reads, can_run, history, latest, run_into, tidewater};
+use run_support::{
+    acked_absent_from_final_reads, can_run, history, kafka_available, latest, run_into,
+};
 use std::path::Path;
 
 const SUBNET: &str = "10.230.2.0/24";
-
-/// Fetches the default Kafka (cached after the first time); `false`, with why, when it
-/// cannot be had here.
-fn kafka_available() -> bool {
-    let fetched = tidewater(&["kafka", "fetch"]);
-    // CI sets this, so that a machine where the fetch fails fails the test instead of
-    // skipping it.
-    if fetched.code != 0 && std::env::var_os("TIDEWATER_REQUIRE_KAFKA").is_some() {
-        panic!(
-            "TIDEWATER_REQUIRE_KAFKA is set but Kafka could not be fetched:\n{}",
-            fetched.stderr
-        );
-    }
-    if fetched.code != 0 {
-        eprintln!(
-            "skipping kafka_local: Kafka could not be fetched (CI fetches it first):\n{}",
-            fetched.stderr
-        );
-    }
-    fetched.code == 0
-}
 
 /// The local cluster id the run named in its harness.log.
 fn cluster_id(run_dir: &Path) -> String {
@@ -95,7 +76,7 @@ fn leftovers(store: &Path, id: &str) -> Vec<String> {
 
 #[test]
 fn a_safe_random_schedule_against_kafka_is_valid_and_leaves_nothing_behind() {
-    if !can_run("kafka_local") || !kafka_available() {
+    if !can_run("kafka_local") || !kafka_available("kafka_local") {
         return;
     }
     let store = KeptStore::new("kafka_local");

@@ -10,7 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use tidewater::cluster::local::find_broker_binary;
-use tidewater::nemesis::{ClusterView, KafkaView};
+use tidewater::nemesis::ClusterView;
+use tidewater::system::KafkaView;
 use tidewater_workloads::client::{ErrorCause, Outcome};
 use tidewater_workloads::kafka::{KafkaClientConfig, KafkaQueueClient};
 use tidewater_workloads::kafka_admin::KafkaAdmin;

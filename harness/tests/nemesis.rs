@@ -9,8 +9,8 @@ use std::time::Duration;
 use tidewater::cluster::noop::NoopCluster;
 use tidewater::cluster::Cluster;
 use tidewater::nemesis::{
-    random_plan, Action, ClusterTimeouts, FaultKind, FaultPlan, MemoryRecorder, Nemesis,
-    PartitionState, StaticView, Step, Target,
+    random_plan, Action, ClusterTimeouts, Fault, FaultKind, FaultPlan, MemoryRecorder, Nemesis,
+    PartitionState, StaticView, Step, Target, Wait,
 };
 use tokio::time::Instant;
 
@@ -50,9 +50,16 @@ fn rig(seed: u64) -> Rig {
 /// The plan with every time multiplied by `factor`.
 fn compress(mut plan: FaultPlan, factor: f64) -> FaultPlan {
     for step in &mut plan.step {
-        step.at_s = step.at_s.map(|t| t * factor);
-        step.after_s = step.after_s.map(|t| t * factor);
-        step.timeout_s = step.timeout_s.map(|t| t * factor);
+        step.when = step.when.scaled(factor);
+        if let Action::Wait(
+            Wait::IsrShrink { timeout_s, .. }
+            | Wait::IsrExpand { timeout_s, .. }
+            | Wait::Leader { timeout_s, .. }
+            | Wait::IsrFull { timeout_s, .. },
+        ) = &mut step.action
+        {
+            *timeout_s = timeout_s.map(|t| t * factor);
+        }
     }
     plan
 }
@@ -150,10 +157,9 @@ async fn the_unclean_election_plan_kills_the_isr_and_starts_only_the_stale_follo
 async fn isolating_the_leader_records_the_grudge_applied() {
     let mut rig = rig(2);
     rig.view.set("t0/0", state("n2", &["n1", "n2", "n3"]));
-    let step = Step {
-        target: Some("leader:t0/0".parse().unwrap()),
-        ..Step::new(Action::Isolate)
-    };
+    let step = Step::new(Action::Isolate {
+        target: "leader:t0/0".parse().unwrap(),
+    });
     let far = Instant::now() + Duration::from_secs(60);
     rig.nemesis.execute(&step, far).await.unwrap();
     let grudge = tidewater::net::isolate(&rig.cluster.node_names(), &names(&["n2"]));
@@ -374,10 +380,11 @@ fn targets_resolve_against_brokers_only_unless_they_name_the_controller() {
 async fn a_cut_drops_only_the_links_between_target_and_from() {
     let mut rig = rig(4);
     let step = Step {
-        target: Some("leader:t0/0".parse().unwrap()),
-        from: Some("controller+follower:t0/0".parse().unwrap()),
         bind: Some("cut".into()),
-        ..Step::new(Action::Cut)
+        ..Step::new(Action::Cut {
+            target: "leader:t0/0".parse().unwrap(),
+            from: "controller+follower:t0/0".parse().unwrap(),
+        })
     };
     rig.nemesis
         .execute(&step, Instant::now() + Duration::from_secs(5))
@@ -418,9 +425,10 @@ async fn a_cut_drops_only_the_links_between_target_and_from() {
 async fn unions_and_differences_of_targets_resolve_to_nodes() {
     let mut rig = rig(8);
     let kill_old = Step {
-        target: Some("leader:t0/0".parse().unwrap()),
         bind: Some("old".into()),
-        ..Step::new(Action::Pause)
+        ..Step::new(Action::Pause {
+            target: "leader:t0/0".parse().unwrap(),
+        })
     };
     let deadline = Instant::now() + Duration::from_secs(5);
     rig.nemesis.execute(&kill_old, deadline).await.unwrap();
@@ -485,10 +493,12 @@ async fn power_loss_windows_end_when_the_node_boots_even_in_the_final_step() {
         ]
     );
     assert!(rig.cluster.calls().contains(&"power-loss n1".to_string()));
-    assert_eq!(
-        tidewater::nemesis::fault_kind(Action::PowerLoss),
-        Some("power-loss")
-    );
+    let power_loss = Action::PowerLoss {
+        target: Target::All,
+        torn: false,
+    };
+    assert_eq!(power_loss.fault(), Some(Fault::PowerLoss));
+    assert_eq!(Fault::PowerLoss.name(), "power-loss");
 }
 
 #[tokio::test]

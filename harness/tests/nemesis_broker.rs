@@ -13,8 +13,9 @@ use std::time::Duration;
 use tidewater::cluster::local::{find_broker_binary, sys, LocalCluster, LocalSpec, NodeProgram};
 use tidewater::cluster::Cluster;
 use tidewater::nemesis::{
-    Action, ClusterView, FaultPlan, HttpView, MemoryRecorder, Nemesis, Step, Target,
+    Action, ClusterView, FaultPlan, MemoryRecorder, Nemesis, Step, Target, Wait,
 };
+use tidewater::system::HttpView;
 use tokio::time::Instant;
 
 /// The plan up to "start only the stale follower", then a wait for it to lead.
@@ -23,19 +24,22 @@ fn plan_until_stale_leads() -> FaultPlan {
     let start_stale = plan
         .step
         .iter()
-        .position(|s| s.action == Action::Start && s.target == Some(Target::Bound("stale".into())))
+        .position(|s| {
+            s.action
+                == Action::Start {
+                    target: Target::Bound("stale".into()),
+                }
+        })
         .unwrap();
     plan.step.truncate(start_stale + 1);
     for step in &mut plan.step {
-        step.at_s = step.at_s.map(|t| t * 0.3);
-        step.after_s = step.after_s.map(|t| t * 0.3);
+        step.when = step.when.scaled(0.3);
     }
-    plan.step.push(Step {
-        key: Some("t0/0".into()),
+    plan.step.push(Step::new(Action::Wait(Wait::Leader {
+        key: "t0/0".into(),
         target: Some(Target::Bound("stale".into())),
         timeout_s: Some(15.0),
-        ..Step::new(Action::WaitForLeader)
-    });
+    })));
     plan.validate().unwrap();
     plan
 }
@@ -45,7 +49,7 @@ async fn run_case(
     run_id: &str,
     subnet: &str,
     unclean: bool,
-) -> (Vec<tidewater::nemesis::NemesisOp>, Option<String>, String) {
+) -> (Vec<tidewater::nemesis::RecordedOp>, Option<String>, String) {
     let binary = tokio::task::spawn_blocking(find_broker_binary)
         .await
         .unwrap()

@@ -155,7 +155,7 @@ fn two_local_nights_in_one_store_compare_and_leave_nothing_behind() {
             "{stamp} in the index"
         );
     }
-    let runs = tidewater_reports::index::list_runs(&store).unwrap();
+    let runs = tidewater_reports::pages::index::list_runs(&store).unwrap();
     for cell in ["acks=1", "acks=all"] {
         let in_cell = runs
             .iter()

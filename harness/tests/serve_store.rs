@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use tidewater_reports::index::TREND_RUNS_MAX;
+use tidewater_reports::pages::index::TREND_RUNS_MAX;
 
 /// Kills the server when the test ends, pass or fail.
 struct Server {

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use crate::control::{self, Command, Mode};
+use crate::control::{self, Command};
 use crate::mount::{LossyFs, Options};
-use crate::state::Limits;
+use crate::state::{Limits, Mode};
 
 /// `lossyfs` subcommands.
 #[derive(Debug, Subcommand)]

@@ -21,26 +21,10 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::str::FromStr;
 
-use crate::state::Status;
-
-/// Name of the control file in the root of every mount.
-pub const CONTROL_FILE_NAME: &str = ".lossyfs-control";
+use crate::state::{Mode, Status, CONTROL_FILE_NAME};
 
 /// Longest command accepted, in bytes.
 pub const COMMAND_BYTES_MAX: usize = 256;
-
-/// How a loss treats the last unsynced writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Every unsynced change is lost: files return to their last durable content and length.
-    Clean,
-    /// As `Clean`, except that each file whose last change was a write keeps a prefix of that
-    /// write (possibly empty, never all of it), drawn from the seed and the file's path.
-    Torn {
-        /// Seed of the prefix lengths.
-        seed: u64,
-    },
-}
 
 /// A command of the control file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,8 +16,8 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::control::{self, Command, COMMAND_BYTES_MAX, CONTROL_FILE_NAME};
-use crate::state::{State, CONTROL_INO, ROOT_INO, TTL};
+use crate::control::{self, Command, COMMAND_BYTES_MAX};
+use crate::state::{State, CONTROL_FILE_NAME, CONTROL_INO, ROOT_INO, TTL};
 
 /// The file handle of every open of the control file (it keeps no per-open state).
 const CONTROL_FH: FileHandle = FileHandle(0);

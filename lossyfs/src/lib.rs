@@ -8,9 +8,10 @@
 //!
 //! - [`overlay`]: one file's unsynced pages and length over its durable backing file.
 //! - [`journal`]: namespace operations not yet made durable, and which an fsync commits.
-//! - [`state`]: the mounted view: inodes, handles, fsync, loss of unsynced state.
+//! - [`state`]: the mounted view: inodes, handles, fsync, loss of unsynced state (and its
+//!   [`Mode`]), the control file's name and inode.
 //! - [`fuse_ops`]: the FUSE front over the state, and the control file.
-//! - [`control`]: control commands and status, and a client for them.
+//! - [`control`]: control commands and status over the state, and a client for them.
 //! - [`mount`]: [`LossyFs::mount`] and the [`MountHandle`] that unmounts on drop.
 //! - [`cli`]: the `lossyfs` subcommands (mount, lose, sync, status).
 
@@ -22,6 +23,6 @@ pub mod mount;
 pub mod overlay;
 pub mod state;
 
-pub use control::{Command, Mode, CONTROL_FILE_NAME};
+pub use control::Command;
 pub use mount::{LossyFs, MountHandle, Options};
-pub use state::{Limits, LossReport, Status, TornWrite};
+pub use state::{Limits, LossReport, Mode, Status, TornWrite, CONTROL_FILE_NAME};

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use fuser::{BackgroundSession, Config, MountOption, SessionACL};
 
-use crate::control::{Command, Mode};
+use crate::control::Command;
 use crate::fuse_ops::{self, LossyFilesystem};
-use crate::state::{Limits, LossReport, State, Status, STATE_DIR_NAME};
+use crate::state::{Limits, LossReport, Mode, State, Status, STATE_DIR_NAME};
 
 /// Settings of a mount.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -3,6 +3,11 @@
 //!
 //! `cargo bench -p tidewater-reports --bench render [-- OPS]`. The budget (issue 6): under
 //! 10 s and under 5 MB. Results are recorded in docs/PERFORMANCE.md.
+//!
+//! `-- txn [TXNS]` renders a transactional run instead: `checker::txn_gen`'s correct history
+//! of TXNS transactions (50,000 by default: about 100,000 operations), checked by the real
+//! checker first (its time is printed apart), so that the report draws transactions in the
+//! timeline and every cycle the checker found.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -369,23 +374,74 @@ fn peak_rss() -> Option<String> {
     Some(line["VmHWM:".len()..].trim().to_string())
 }
 
-fn main() {
-    // `cargo bench` passes `--bench`; a number among the arguments overrides the op count.
-    let ops = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(1_000_000u64);
-    let dir = tempfile::tempdir().unwrap();
+/// Writes a transactional run of `txns` transactions into `dir` (history, the checker's
+/// results, config); returns the history's size in bytes.
+fn generate_txn_run(dir: &Path, txns: u64) -> u64 {
+    use tidewater_workloads::checker::txn_gen::{generate_txns, TxnGenConfig};
+    use tidewater_workloads::checker::{check_file, CheckSettings};
+    let ops = generate_txns(TxnGenConfig {
+        seed: 7,
+        txns,
+        ..Default::default()
+    });
+    let path = dir.join("history.jsonl");
+    let mut out = BufWriter::new(std::fs::File::create(&path).unwrap());
+    for op in &ops {
+        serde_json::to_writer(&mut out, op).unwrap();
+        out.write_all(b"\n").unwrap();
+    }
+    out.flush().unwrap();
+    drop(out);
     let started = Instant::now();
-    let history_bytes = generate(dir.path(), ops);
+    let results = check_file(&path, &CheckSettings::default()).unwrap();
     println!(
-        "generated {ops} ops ({:.0} MB history) in {:.1} s",
+        "checked {} ops in {:.1} s (not part of the render): {} anomalies, cycles {}",
+        ops.len(),
+        started.elapsed().as_secs_f64(),
+        results.anomalies.len(),
+        results.stats["transactions"]["cycles"]
+    );
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string(&results).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"name":"bench-txn","seed":7,"workload":"txn","acks":"all"}"#,
+    )
+    .unwrap();
+    std::fs::metadata(&path).unwrap().len()
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a number among the arguments overrides the op count
+    // (the transaction count with `txn`).
+    let txn = std::env::args().any(|a| a == "txn");
+    let count: Option<u64> = std::env::args().skip(1).find_map(|a| a.parse().ok());
+    // TIDEWATER_BENCH_DIR keeps the generated run (to render it again with another build).
+    let temp = tempfile::tempdir().unwrap();
+    let kept = std::env::var_os("TIDEWATER_BENCH_DIR").map(std::path::PathBuf::from);
+    if let Some(d) = &kept {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let dir = kept.as_deref().unwrap_or(temp.path());
+    let started = Instant::now();
+    let (what, history_bytes) = if txn {
+        let txns = count.unwrap_or(50_000);
+        (format!("{txns} transactions"), generate_txn_run(dir, txns))
+    } else {
+        let ops = count.unwrap_or(1_000_000);
+        (format!("{ops} ops"), generate(dir, ops))
+    };
+    println!(
+        "generated {what} ({:.0} MB history) in {:.1} s",
         history_bytes as f64 / 1e6,
         started.elapsed().as_secs_f64()
     );
     let started = Instant::now();
     let cpu_started = cpu_seconds();
-    let report = tidewater_reports::render_run(dir.path()).unwrap();
+    let report = tidewater_reports::render_run(dir).unwrap();
     let elapsed = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds()
         .zip(cpu_started)

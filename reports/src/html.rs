@@ -1,6 +1,6 @@
-//! Small HTML helpers shared by the report, the index and the matrix page: escaping, the page
-//! shell with its inline stylesheet, standing badges and legends. Pages never load anything
-//! from the network, so they open from disk and from `tidewater serve` alike.
+//! Small HTML helpers shared by every page and by the charts: escaping of text and of links
+//! ([`href`]), the page shell with its inline stylesheet, standing badges. Pages never load
+//! anything from the network, so they open from disk and from `tidewater serve` alike.
 //!
 //! A run's badge shows where it stands, verdict and promise together
 //! ([`CheckResults::standing`]): green "valid" when nothing was lost, amber when data was
@@ -8,7 +8,6 @@
 //! could not tell. Next to it both facts are spelled out: `valid` (Jepsen's meaning: nothing
 //! acknowledged lost, no anomaly, whatever the settings) and `promise` (kept, broken, unknown).
 
-use crate::plots::{svg_hex, Rgb, Stroke};
 use std::fmt::Write;
 use tidewater_workloads::results::{CheckResults, Validity};
 
@@ -105,40 +104,16 @@ pub fn standing_badge(results: Option<&CheckResults>, missing: &str) -> String {
     }
 }
 
-/// A legend: coloured swatches with labels.
-pub fn legend(entries: &[(String, Rgb)]) -> String {
-    let mut out = String::from("<div class=\"legend\">");
-    for (label, rgb) in entries {
-        let _ = write!(
-            out,
-            "<span class=\"item\"><span class=\"swatch\" style=\"background:{}\"></span>{}</span>",
-            svg_hex(*rgb),
-            esc(label)
-        );
-    }
-    out.push_str("</div>");
-    out
-}
-
-/// A legend of line samples (colour and dash) with labels.
-pub fn legend_lines(entries: &[(String, Stroke)]) -> String {
-    let mut out = String::from("<div class=\"legend\">");
-    for (label, stroke) in entries {
-        let dash = if stroke.dash.is_empty() {
-            String::new()
+/// Percent-encodes a relative path for an href (keeps `/`).
+pub fn href(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
         } else {
-            format!(" stroke-dasharray=\"{}\"", stroke.dash)
-        };
-        let _ = write!(
-            out,
-            "<span class=\"item\"><svg class=\"key\" width=\"30\" height=\"10\"><line x1=\"0\" \
-             y1=\"5\" x2=\"30\" y2=\"5\" stroke=\"{}\" stroke-width=\"{}\"{dash}/></svg>{}</span>",
-            svg_hex(stroke.rgb),
-            stroke.width_px.min(4.0),
-            esc(label)
-        );
+            let _ = write!(out, "%{b:02X}");
+        }
     }
-    out.push_str("</div>");
     out
 }
 

@@ -3,8 +3,10 @@
 //! every other SVG renders with a non-zero size, that the pages log no error, and that every
 //! link resolves (in-page anchors to an element, file links to a file). Screenshots of the
 //! unclean-election report, the index and the matrix page are kept for humans to look at,
-//! with the pages themselves, in `$TIDEWATER_ARTIFACTS` or else
-//! `<target>/tmp/tidewater-screenshots/` (printed by the test). `TIDEWATER_REPORT_RUN=DIR`
+//! with the pages themselves, in `runs/` of `$TIDEWATER_ARTIFACTS` or else of
+//! `<target>/tmp/tidewater-screenshots/` (printed by the test); those of two transactional
+//! reports (every transaction anomaly, each cycle drawn; a generated run of 600
+//! transactions) in `transactions/`. `TIDEWATER_REPORT_RUN=DIR`
 //! adds a real run directory (for example one of `tidewater run --plan unclean-election`):
 //! its report is rendered, probed the same way and photographed as `real-run-report.png`.
 //!
@@ -21,13 +23,15 @@
 mod common;
 
 use common::fixture_run;
+use common::txn::{txn_fixture, TxnHistory};
 use common::unclean::unclean_election_run;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use tidewater_reports::matrix::{CellInput, Expectation, MatrixInput, RunOutcome};
-use tidewater_reports::report::PLOT_IDS;
+use tidewater_reports::pages::matrix::{CellInput, Expectation, MatrixInput, RunOutcome};
+use tidewater_reports::pages::report::PLOT_IDS;
 use tidewater_reports::{render_index, render_matrix, render_run, summarize_matrix};
+use tidewater_workloads::checker::txn_gen::{generate_txns, TxnGenConfig};
 
 /// How long Chromium may take for one page before the test fails.
 const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);
@@ -200,13 +204,14 @@ fn screenshot(chromium: &Path, page: &Path, png: &Path, (width, height): (u32, u
     assert!(size > 10_000, "{} is {size} bytes", png.display());
 }
 
-/// Where screenshots and the pages they show are kept.
-fn artifacts_dir() -> PathBuf {
+/// Where the screenshots of one test and the pages they show are kept: `sub` of
+/// `$TIDEWATER_ARTIFACTS` or of `<target>/tmp/tidewater-screenshots/`. Each test empties
+/// only its own directory, so the tests of this file may run at once.
+fn artifacts_dir(sub: &str) -> PathBuf {
     let dir = std::env::var_os("TIDEWATER_ARTIFACTS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tidewater-screenshots")
-        });
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tidewater-screenshots"))
+        .join(sub);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -222,19 +227,28 @@ fn size_of(probe: &str, id: &str) -> (u32, u32) {
     (w.parse().unwrap(), h.parse().unwrap())
 }
 
-#[test]
-fn reports_index_and_matrix_render_every_svg_without_errors_and_their_links_resolve() {
-    let Some(chromium) = chromium() else {
+/// Chromium, or `None` when the test is to be skipped (and says so); fails when
+/// `TIDEWATER_REQUIRE_CHROMIUM` is set and there is none.
+fn chromium_or_skip() -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
         assert!(
             std::env::var_os("TIDEWATER_REQUIRE_CHROMIUM").is_none(),
             "TIDEWATER_REQUIRE_CHROMIUM is set but no chromium is on PATH \
              (apt-get install chromium-headless-shell)"
         );
         eprintln!("SKIPPED: no chromium on PATH (set TIDEWATER_CHROMIUM to run this test)");
+    }
+    found
+}
+
+#[test]
+fn reports_index_and_matrix_render_every_svg_without_errors_and_their_links_resolve() {
+    let Some(chromium) = chromium_or_skip() else {
         return;
     };
     // The pages are kept with their screenshots; the store lives in the artifacts directory.
-    let artifacts = artifacts_dir();
+    let artifacts = artifacts_dir("runs");
     let store = artifacts.join("store");
     let run = store.join("fixture/20261130T230000Z");
     fixture_run(&run, "cell-a", false);
@@ -336,6 +350,59 @@ fn reports_index_and_matrix_render_every_svg_without_errors_and_their_links_reso
             &chromium,
             &page,
             &artifacts.join("real-run-report.png"),
+            (1280, height),
+            &work,
+        );
+    }
+    eprintln!("screenshots and pages kept in {}", artifacts.display());
+}
+
+#[test]
+fn transactional_reports_render_their_cycles_and_timeline() {
+    let Some(chromium) = chromium_or_skip() else {
+        return;
+    };
+    let artifacts = artifacts_dir("transactions");
+    // The hand-built run with every transaction anomaly, and a generated one of 600
+    // transactions over 5 processes (a timeline of bars with tooltips, G0 and G1c cycles).
+    let fixture = artifacts.join("store/txn/20261202T070000Z");
+    txn_fixture().history.write_run(&fixture, "txn");
+    let generated = artifacts.join("store/txn-gen/20261202T070000Z");
+    let ops = generate_txns(TxnGenConfig {
+        seed: 3,
+        txns: 600,
+        ..Default::default()
+    });
+    TxnHistory::from_ops(ops).write_run(&generated, "txn-gen");
+    let work_dir = tempfile::tempdir().unwrap();
+    let work = work_dir.path().to_path_buf();
+    for (dir, shots) in [(&fixture, "txn-fixture"), (&generated, "txn-generated")] {
+        let page = render_run(dir).unwrap();
+        let (line, console) = probe(&chromium, &page, &work);
+        assert_clean(&page, &line, &console, true);
+        for id in PLOT_IDS {
+            let (w, h) = size_of(&line, id);
+            assert!(w > 100 && h > 60, "{id} renders at {w}x{h}");
+        }
+        // Every cycle drawn has a size a reader can see.
+        let html = std::fs::read_to_string(&page).unwrap();
+        let mut drawn = 0;
+        for name in ["G0", "G1c", "G-single", "G2"] {
+            for n in 0..20 {
+                let id = format!("cycle-{name}-{n}");
+                if html.contains(&format!("<figure id=\"{id}\"")) {
+                    let (w, h) = size_of(&line, &id);
+                    assert!(w > 150 && h > 100, "{id} renders at {w}x{h}");
+                    drawn += 1;
+                }
+            }
+        }
+        assert!(drawn >= 2, "{shots}: {drawn} cycles drawn");
+        let height = probed(&line, "HEIGHT").clamp(900, 16_000) as u32;
+        screenshot(
+            &chromium,
+            &page,
+            &artifacts.join(format!("{shots}-report.png")),
             (1280, height),
             &work,
         );

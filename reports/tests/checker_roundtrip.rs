@@ -5,8 +5,8 @@
 mod common;
 
 use std::collections::BTreeSet;
+use tidewater_reports::pages::report::EXAMPLES_SHOWN_MAX;
 use tidewater_reports::render_run;
-use tidewater_reports::report::EXAMPLES_SHOWN_MAX;
 use tidewater_workloads::checker::gen::{generate, GenConfig};
 use tidewater_workloads::checker::{check_file, CheckSettings};
 use tidewater_workloads::history::{MicroOp, OpType};
@@ -60,7 +60,7 @@ fn report_of_a_checked_history_with_unclean_truncations_shows_every_finding() {
             );
         }
         for example in anomaly.examples.iter().take(EXAMPLES_SHOWN_MAX) {
-            for i in tidewater_reports::examples::op_indexes(example) {
+            for i in tidewater_reports::pages::report::examples::op_indexes(example) {
                 assert!(
                     history_indexes.contains(&i),
                     "{name}: {i} is not an op index: {example}"

@@ -7,10 +7,10 @@ mod common;
 
 use common::fixture_run;
 use std::collections::BTreeMap;
-use tidewater_reports::faults::FaultKind;
-use tidewater_reports::matrix::{CellInput, Expectation, MatrixInput, RunOutcome};
-use tidewater_reports::plots::svg_hex;
-use tidewater_reports::report::PLOT_IDS;
+use tidewater_reports::draw::chart::svg_hex;
+use tidewater_reports::pages::matrix::{CellInput, Expectation, MatrixInput, RunOutcome};
+use tidewater_reports::pages::report::PLOT_IDS;
+use tidewater_reports::scan::fault_windows::{BandColour, Fault};
 use tidewater_reports::{junit_xml, render_index, render_matrix, render_run, summarize_matrix};
 
 /// The HTML of the element with `id` (up to the end of its figure).
@@ -97,7 +97,7 @@ fn report_shows_every_anomaly_with_examples_and_every_plot_with_fault_bands() {
         if id == "plot-lost-writes" {
             continue; // offsets on x: no time, no fault windows
         }
-        for kind in [FaultKind::Kill, FaultKind::Pause, FaultKind::Partition] {
+        for kind in [Fault::Kill, Fault::Pause, Fault::Partition] {
             assert!(
                 fig.contains(&format!("fill=\"{}\"", svg_hex(kind.rgb()))),
                 "{id} shades {kind:?}"
@@ -109,7 +109,7 @@ fn report_shows_every_anomaly_with_examples_and_every_plot_with_fault_bands() {
                 );
             }
             assert!(
-                fig.contains(&format!("{} (fault)", kind.label())),
+                fig.contains(&format!("{} (fault)", kind.name())),
                 "{id} legend names {kind:?}"
             );
         }
@@ -325,6 +325,86 @@ fn cell(
 }
 
 #[test]
+fn a_system_axis_puts_the_systems_side_by_side_and_marks_where_they_differ() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let lossy = store.join("faithfulness/a/1");
+    let clean = store.join("faithfulness/b/1");
+    let clean2 = store.join("faithfulness/c/1");
+    fixture_run(&lossy, "a", false);
+    fixture_run(&clean, "b", true);
+    fixture_run(&clean2, "c", true);
+    let run = |dir: &std::path::PathBuf| vec![RunOutcome::Completed(dir.clone())];
+    let input = MatrixInput {
+        title: "faithfulness".into(),
+        cells: vec![
+            cell(
+                "plan=x system=companion",
+                &[("plan", "x"), ("system", "companion")],
+                Expectation::default(),
+                run(&clean),
+            ),
+            cell(
+                "plan=x system=kafka:4.1.1",
+                &[("plan", "x"), ("system", "kafka:4.1.1")],
+                Expectation::default(),
+                run(&lossy),
+            ),
+            cell(
+                "plan=y system=companion",
+                &[("plan", "y"), ("system", "companion")],
+                Expectation::default(),
+                run(&clean2),
+            ),
+            cell(
+                "plan=y system=kafka:4.1.1",
+                &[("plan", "y"), ("system", "kafka:4.1.1")],
+                Expectation::default(),
+                run(&clean),
+            ),
+        ],
+    };
+    let summary = summarize_matrix(&input).unwrap();
+    let html =
+        std::fs::read_to_string(render_matrix(&summary, &store.join("faithfulness")).unwrap())
+            .unwrap();
+    let start = html
+        .find("<section id=\"systems\">")
+        .expect("the systems section");
+    let section = &html[start..start + html[start..].find("</section>").unwrap()];
+    assert!(
+        section.contains(
+            "<tr><th>settings</th><th>companion</th><th>kafka:4.1.1</th><th>differs</th></tr>"
+        ),
+        "{section}"
+    );
+    let row = |plan: &str| {
+        let at = section.find(&format!("<tr><td>plan={plan}</td>")).unwrap();
+        &section[at..at + section[at..].find("</tr>").unwrap()]
+    };
+    let valid = "<span class=\"verdict valid\">1 valid, 0 invalid of 1</span> lost 0";
+    let lost = "<span class=\"verdict invalid\">0 valid, 1 invalid of 1</span> lost 1";
+    assert_eq!(
+        row("x"),
+        format!("<tr><td>plan=x</td><td>{valid}</td><td>{lost}</td><td><span class=\"verdict invalid\">yes</span></td>")
+    );
+    assert_eq!(
+        row("y"),
+        format!("<tr><td>plan=y</td><td>{valid}</td><td>{valid}</td><td><span class=\"muted\">no</span></td>")
+    );
+    // One system only: no such section.
+    let one = MatrixInput {
+        title: "one".into(),
+        cells: input.cells[..1].to_vec(),
+    };
+    let html = std::fs::read_to_string(
+        render_matrix(&summarize_matrix(&one).unwrap(), &store.join("one")).unwrap(),
+    )
+    .unwrap();
+    assert!(!html.contains("id=\"systems\""));
+}
+
+#[test]
 fn matrix_page_and_junit_follow_the_expectations() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
@@ -475,7 +555,7 @@ fn a_group_run_plots_its_rebalances_and_names_its_redeliveries() {
         serde_json::json!({"delivered": 40, "redelivered_records": 3, "redeliveries": 4});
     std::fs::write(&path, results.to_string()).unwrap();
     let html = std::fs::read_to_string(render_run(&dir).unwrap()).unwrap();
-    for id in tidewater_reports::report::GROUP_PLOT_IDS {
+    for id in tidewater_reports::pages::report::GROUP_PLOT_IDS {
         let fig = figure(&html, id);
         assert!(fig.contains("<svg width="), "{id} has an SVG");
         let dots = fig
@@ -562,7 +642,7 @@ fn the_matrix_page_lists_shared_settings_counts_lost_acknowledged_and_never_hold
     assert_eq!(summary.cells[0].lost_writes_total, lost);
     assert_eq!(summary.cells[0].runs[0].lost_writes, lost);
     // The errored cell was not evaluated: not failed, not held.
-    use tidewater_reports::matrix::CellStatus;
+    use tidewater_reports::pages::matrix::CellStatus;
     assert_eq!(summary.cells[1].status(), CellStatus::NotEvaluated);
     assert_eq!(summary.exit_code(), 2);
     assert_eq!(

@@ -10,8 +10,8 @@ use common::unclean::{unclean_election_run, KEYS};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use tidewater_reports::pages::report::PLOT_IDS;
 use tidewater_reports::render_run;
-use tidewater_reports::report::PLOT_IDS;
 
 fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)

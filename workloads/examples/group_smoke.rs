@@ -19,7 +19,7 @@ use tidewater_workloads::client::{BrokerClient, ClientConfig};
 use tidewater_workloads::group::{
     group_worker, GroupContext, GroupSettings, HttpGroupClient, OpSink,
 };
-use tidewater_workloads::history::{Op, OpType, Process};
+use tidewater_workloads::history::{Op, OpType};
 use tidewater_workloads::queue::{poll_key, Consumer, ValueSource};
 
 /// Numbers lines and stamps them with nanoseconds since the start.
@@ -115,13 +115,8 @@ async fn main() {
                 .as_array()
                 .is_none_or(|r| r.is_empty());
             sink.record(Op {
-                high_watermarks: done.high_watermarks.clone(),
-                log_start_offsets: done.log_start_offsets.clone(),
-                isr_sizes: done.isr_sizes.clone(),
-                node: done.node.clone(),
-                error: done.error.clone(),
                 r#final: true,
-                ..op(process, done.kind, done.value.clone())
+                ..done.clone().into_op(process, "poll")
             });
             position = consumer.positions.get(key).copied().unwrap_or(position);
             if done.kind == OpType::Ok && empty && hw.is_some_and(|hw| position >= hw) {
@@ -177,19 +172,10 @@ fn json_poll() -> serde_json::Value {
     serde_json::json!([["poll"]])
 }
 
+/// A final poll line of `process`.
 fn op(process: u64, kind: OpType, value: serde_json::Value) -> Op {
     Op {
-        index: 0,
-        time: 0,
-        process: Process::Client(process),
-        kind,
-        f: "poll".into(),
-        value,
-        node: None,
-        high_watermarks: None,
-        log_start_offsets: None,
-        isr_sizes: None,
-        error: None,
         r#final: true,
+        ..Op::client(process, kind, "poll", value)
     }
 }

@@ -10,9 +10,11 @@ use crate::history::Key;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+use tidewater_kafka_model::ErrorCode;
 
 /// Upper bound on retries of one request after certain failures (leader moved, connection
 /// refused), so an op never spins while the cluster has no leader.
@@ -129,17 +131,44 @@ pub enum Outcome<T> {
     Info(ClientError),
 }
 
+/// Asks `candidates` in turn and returns the first answer; when none answers, the last
+/// error, or `NoLeader` with `none_configured` as its message when there was no candidate.
+/// The one "first node that answers" loop of the HTTP and the Kafka clients.
+pub(crate) async fn first_answer<I, T, F, Fut>(
+    candidates: I,
+    none_configured: &str,
+    mut ask: F,
+) -> Result<T, ClientError>
+where
+    I: IntoIterator,
+    F: FnMut(I::Item) -> Fut,
+    Fut: Future<Output = Result<T, ClientError>>,
+{
+    let mut last = None;
+    for candidate in candidates {
+        match ask(candidate).await {
+            Ok(answer) => return Ok(answer),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or(ClientError {
+        cause: ErrorCause::NoLeader,
+        node: None,
+        message: none_configured.into(),
+    }))
+}
+
 /// Broker errors after which a produce request certainly appended nothing.
-const SEND_CERTAIN_ERRORS: &[&str] = &[
-    "NOT_ENOUGH_REPLICAS",
-    "NOT_LEADER_OR_FOLLOWER",
-    "LEADER_NOT_AVAILABLE",
-    "FENCED_LEADER_EPOCH",
-    "UNKNOWN_TOPIC_OR_PARTITION",
-    "INVALID_TOPIC_EXCEPTION",
-    "INVALID_REQUEST",
-    "INVALID_REQUIRED_ACKS",
-    "MESSAGE_TOO_LARGE",
+const SEND_CERTAIN_ERRORS: &[ErrorCode] = &[
+    ErrorCode::NotEnoughReplicas,
+    ErrorCode::NotLeaderOrFollower,
+    ErrorCode::LeaderNotAvailable,
+    ErrorCode::FencedLeaderEpoch,
+    ErrorCode::UnknownTopicOrPartition,
+    ErrorCode::InvalidTopicException,
+    ErrorCode::InvalidRequest,
+    ErrorCode::InvalidRequiredAcks,
+    ErrorCode::MessageTooLarge,
 ];
 
 /// Classifies a failed produce. Only errors the broker raises before appending are certain;
@@ -149,7 +178,7 @@ pub fn send_certainty(cause: &ErrorCause) -> Certainty {
     match cause {
         ErrorCause::Connect | ErrorCause::NoLeader => Certainty::Fail,
         ErrorCause::Timeout | ErrorCause::Transport => Certainty::Info,
-        ErrorCause::Broker { name, .. } if SEND_CERTAIN_ERRORS.contains(&name.as_str()) => {
+        ErrorCause::Broker { name, .. } if ErrorCode::named_in(name, SEND_CERTAIN_ERRORS) => {
             Certainty::Fail
         }
         ErrorCause::Broker { .. } => Certainty::Info,
@@ -168,9 +197,13 @@ pub fn read_certainty(_cause: &ErrorCause) -> Certainty {
 fn retryable(cause: &ErrorCause) -> bool {
     match cause {
         ErrorCause::Connect | ErrorCause::NoLeader => true,
-        ErrorCause::Broker { name, .. } => matches!(
-            name.as_str(),
-            "NOT_LEADER_OR_FOLLOWER" | "LEADER_NOT_AVAILABLE" | "FENCED_LEADER_EPOCH"
+        ErrorCause::Broker { name, .. } => ErrorCode::named_in(
+            name,
+            &[
+                ErrorCode::NotLeaderOrFollower,
+                ErrorCode::LeaderNotAvailable,
+                ErrorCode::FencedLeaderEpoch,
+            ],
         ),
         ErrorCause::Timeout | ErrorCause::Transport => false,
     }
@@ -187,14 +220,16 @@ fn stale_leader(cause: &ErrorCause) -> bool {
     match cause {
         ErrorCause::Connect | ErrorCause::NoLeader | ErrorCause::Timeout => true,
         ErrorCause::Transport => true,
-        ErrorCause::Broker { name, .. } => matches!(
-            name.as_str(),
-            "NOT_LEADER_OR_FOLLOWER"
-                | "LEADER_NOT_AVAILABLE"
-                | "FENCED_LEADER_EPOCH"
-                | "UNKNOWN_LEADER_EPOCH"
-                | "UNKNOWN_TOPIC_OR_PARTITION"
-                | "REQUEST_TIMED_OUT"
+        ErrorCause::Broker { name, .. } => ErrorCode::named_in(
+            name,
+            &[
+                ErrorCode::NotLeaderOrFollower,
+                ErrorCode::LeaderNotAvailable,
+                ErrorCode::FencedLeaderEpoch,
+                ErrorCode::UnknownLeaderEpoch,
+                ErrorCode::UnknownTopicOrPartition,
+                ErrorCode::RequestTimedOut,
+            ],
         ),
     }
 }
@@ -403,25 +438,26 @@ impl BrokerClient {
     /// `GET /v1/metadata` from the first node that answers: the controllers, then the
     /// brokers starting at a rotating one, so that one dead broker does not slow every refresh.
     pub async fn metadata(&self) -> Result<(Vec<PartitionMeta>, Value), ClientError> {
-        let mut last = None;
         let brokers: Vec<(&String, &String)> = self.config.nodes.iter().collect();
         let first = self.metadata_rotation.fetch_add(1, Ordering::Relaxed);
         let rotated = (0..brokers.len()).map(|i| brokers[(first + i) % brokers.len()]);
-        for (node, url) in self.config.controllers.iter().chain(rotated) {
-            let req = self
-                .http
-                .get(format!("{url}/v1/metadata"))
-                .timeout(Duration::from_millis(self.config.metadata_timeout_ms));
-            match self.call(node, req).await {
-                Ok(body) => return Ok((parse_metadata(&body), body)),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or(ClientError {
-            cause: ErrorCause::NoLeader,
-            node: None,
-            message: "no nodes configured".into(),
-        }))
+        // Collected: with the lazy chain (its closure borrows `brokers`) in the future's state,
+        // the compiler cannot prove the callers' futures `Send`.
+        let candidates: Vec<(&String, &String)> =
+            self.config.controllers.iter().chain(rotated).collect();
+        first_answer(
+            candidates,
+            "no nodes configured",
+            |(node, url)| async move {
+                let req = self
+                    .http
+                    .get(format!("{url}/v1/metadata"))
+                    .timeout(Duration::from_millis(self.config.metadata_timeout_ms));
+                let body = self.call(node, req).await?;
+                Ok((parse_metadata(&body), body))
+            },
+        )
+        .await
     }
 
     /// Refreshes the leader cache from metadata.
@@ -615,23 +651,23 @@ impl BrokerClient {
             "replication_factor": replication_factor,
             "configs": configs,
         });
-        let mut last = None;
-        for (node, url) in &self.config.nodes {
-            let req = self.http.post(format!("{url}/v1/topics")).json(&body);
-            match self.call(node, req).await {
-                Ok(_) => return Ok(()),
-                Err(ClientError {
-                    cause: ErrorCause::Broker { name, .. },
-                    ..
-                }) if name == "TOPIC_ALREADY_EXISTS" => return Ok(()),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or(ClientError {
-            cause: ErrorCause::NoLeader,
-            node: None,
-            message: "no nodes configured".into(),
-        }))
+        let body = &body;
+        first_answer(
+            &self.config.nodes,
+            "no nodes configured",
+            |(node, url)| async move {
+                let req = self.http.post(format!("{url}/v1/topics")).json(body);
+                match self.call(node, req).await {
+                    Ok(_) => Ok(()),
+                    Err(ClientError {
+                        cause: ErrorCause::Broker { name, .. },
+                        ..
+                    }) if name == ErrorCode::TopicAlreadyExists.name() => Ok(()),
+                    Err(e) => Err(e),
+                }
+            },
+        )
+        .await
     }
 
     /// True when `key`'s log has settled at `offset`: every replica is in the ISR (so no
@@ -666,6 +702,28 @@ impl BrokerClient {
         let url = self.url(node)?;
         self.call(node, self.http.get(format!("{url}/v1/status")))
             .await
+    }
+
+    /// One page of `node`'s own replica of `key` (`GET .../replica-log`, docs/api.md), from
+    /// `offset` (`None`: its log start offset), about `max_bytes` of records; unparsed.
+    pub async fn replica_log_page(
+        &self,
+        node: &str,
+        key: &str,
+        offset: Option<u64>,
+        max_bytes: u64,
+    ) -> Result<Value, ClientError> {
+        let url = self.url(node)?;
+        let (topic, partition) = split_key(key).ok_or_else(|| ClientError {
+            cause: ErrorCause::Transport,
+            node: Some(node.to_string()),
+            message: format!("{key} is no topic/partition key"),
+        })?;
+        let from = offset.map_or(String::new(), |o| format!("&offset={o}"));
+        let path = format!(
+            "{url}/v1/topics/{topic}/partitions/{partition}/replica-log?max_bytes={max_bytes}{from}"
+        );
+        self.call(node, self.http.get(path)).await
     }
 }
 
@@ -728,7 +786,7 @@ pub fn parse_fetch(v: &Value, requested: u64, node: String) -> Fetched {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn broker(name: &str) -> ErrorCause {
@@ -837,9 +895,18 @@ mod tests {
 
     /// Serves `responses` in order, one per connection, as raw HTTP/1.1 answers.
     async fn canned_server(responses: Vec<(u16, Value)>) -> String {
+        canned_server_with(|_| responses).await
+    }
+
+    /// Serves the answers `answers(url)` makes (`url` is the server's own), in order, one per
+    /// connection, as raw HTTP/1.1 answers.
+    pub(crate) async fn canned_server_with(
+        answers: impl FnOnce(&str) -> Vec<(u16, Value)>,
+    ) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        let responses = answers(&url);
         tokio::spawn(async move {
             for (status, body) in responses {
                 let (mut socket, _) = listener.accept().await.unwrap();

@@ -25,6 +25,7 @@ use rskafka::client::error::{Error as KafkaError, ProtocolError};
 use rskafka::client::partition::{Compression, OffsetAt, PartitionClient, UnknownTopicHandling};
 use rskafka::client::{Client, ClientBuilder};
 use rskafka::record::Record;
+use tidewater_kafka_model::ErrorCode;
 use tokio::sync::Mutex;
 
 use crate::client::{
@@ -347,8 +348,18 @@ impl KafkaQueueClient {
 
     /// The log start offset of `key` (ListOffsets earliest).
     pub async fn earliest(&self, key: &str) -> Result<u64, ClientError> {
+        self.offset_at(key, OffsetAt::Earliest).await
+    }
+
+    /// The high watermark of `key` (ListOffsets latest, read_uncommitted).
+    pub async fn latest(&self, key: &str) -> Result<u64, ClientError> {
+        self.offset_at(key, OffsetAt::Latest).await
+    }
+
+    /// ListOffsets of `key` at `at`, from the partition's leader.
+    async fn offset_at(&self, key: &str, at: OffsetAt) -> Result<u64, ClientError> {
         let partition = self.partition(key).await?;
-        match self.bounded(partition.get_offset(OffsetAt::Earliest)).await {
+        match self.bounded(partition.get_offset(at)).await {
             Ok(offset) => u64::try_from(offset)
                 .map_err(|_| error(ErrorCause::Transport, format!("negative offset {offset}"))),
             Err(e) => {
@@ -368,7 +379,9 @@ impl KafkaQueueClient {
 /// indeterminate here; the response does not say which of the two happened.
 pub fn kafka_send_certainty(cause: &ErrorCause) -> Certainty {
     match cause {
-        ErrorCause::Broker { name, .. } if name == "NOT_LEADER_OR_FOLLOWER" => Certainty::Info,
+        ErrorCause::Broker { name, .. } if name == ErrorCode::NotLeaderOrFollower.name() => {
+            Certainty::Info
+        }
         other => send_certainty(other),
     }
 }
@@ -391,7 +404,7 @@ impl QueueClient for KafkaQueueClient {
         if acks != "all" && acks != "-1" {
             return Outcome::Fail(error(
                 ErrorCause::Broker {
-                    name: "INVALID_REQUIRED_ACKS".into(),
+                    name: ErrorCode::InvalidRequiredAcks.name().into(),
                     status: 0,
                 },
                 format!("the Kafka client sends acks=all only, not acks={acks}"),
@@ -406,6 +419,10 @@ impl QueueClient for KafkaQueueClient {
 
     async fn log_start(&self, key: &str) -> Option<u64> {
         self.earliest(key).await.ok()
+    }
+
+    async fn log_end(&self, key: &str) -> Option<u64> {
+        self.latest(key).await.ok()
     }
 
     async fn settled_at(&self, key: &str, offset: u64) -> bool {

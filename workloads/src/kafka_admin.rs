@@ -17,9 +17,10 @@ use kafka_protocol::messages::{
     RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use tidewater_kafka_model::ErrorCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::client::{split_key, ClientError, ErrorCause, PartitionMeta};
+use crate::client::{first_answer, split_key, ClientError, ErrorCause, PartitionMeta};
 use crate::kafka::screaming_snake;
 
 /// Metadata v7: the first with leader epochs, served by every KRaft Kafka and the companion
@@ -27,8 +28,6 @@ use crate::kafka::screaming_snake;
 const METADATA_VERSION: i16 = 7;
 /// CreateTopics v4: configs per topic, before the flexible encodings; Kafka 4 serves 2 and up.
 const CREATE_TOPICS_VERSION: i16 = 4;
-/// TOPIC_ALREADY_EXISTS.
-const TOPIC_ALREADY_EXISTS: i16 = 36;
 /// Bound on an answer's size: metadata of a test cluster is small.
 const ANSWER_MAX_BYTES: usize = 64 << 20;
 
@@ -158,18 +157,10 @@ impl KafkaAdmin {
         Req: Encodable,
         Resp: Decodable + HeaderVersion,
     {
-        let mut last = None;
-        for address in &self.bootstrap {
-            match self.call(address, key, version, request).await {
-                Ok(answer) => return Ok(answer),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or(ClientError {
-            cause: ErrorCause::NoLeader,
-            node: None,
-            message: "no Kafka brokers configured".into(),
-        }))
+        first_answer(&self.bootstrap, "no Kafka brokers configured", |address| {
+            self.call(address, key, version, request)
+        })
+        .await
     }
 
     /// Every partition of every topic: leader, leader epoch, ISR and replicas by node name.
@@ -227,7 +218,11 @@ impl KafkaAdmin {
             .first_answer(ApiKey::CreateTopics, CREATE_TOPICS_VERSION, &request)
             .await?;
         match answer.topics.first() {
-            Some(t) if t.error_code == 0 || t.error_code == TOPIC_ALREADY_EXISTS => Ok(()),
+            Some(t)
+                if t.error_code == 0 || t.error_code == ErrorCode::TopicAlreadyExists.code() =>
+            {
+                Ok(())
+            }
             Some(t) => Err(ClientError {
                 cause: ErrorCause::Broker {
                     name: kafka_protocol::ResponseError::try_from_code(t.error_code)

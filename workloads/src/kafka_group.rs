@@ -10,12 +10,9 @@
 //! ([`crate::group`]): membership calls certainly change nothing the history records; a
 //! commit is `info` unless the coordinator refused it before storing.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedPartitions;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
@@ -23,18 +20,17 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiKey, ConsumerProtocolAssignment, ConsumerProtocolSubscription, FindCoordinatorRequest,
-    FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
-    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
-    SyncGroupResponse, TopicName,
+    ApiKey, FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest,
+    HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use tidewater_kafka_model::{consumer_protocol, TopicPartition};
 
-use crate::client::{split_key, ClientError, ErrorCause, Outcome};
-use crate::group::{
-    certain, commit_outcome, coordinator_moved, GroupClient, GroupSettings, Joined,
-};
+use crate::client::{first_answer, split_key, ClientError, ErrorCause, Outcome};
+use crate::group::coordinator::{retry_when_moved, Coordinators};
+use crate::group::{certain, commit_outcome, GroupClient, GroupSettings, Joined};
 use crate::history::Key;
 use crate::kafka::screaming_snake;
 use crate::kafka_admin::{call, KafkaAdmin};
@@ -56,7 +52,7 @@ pub struct KafkaGroupClient {
     /// Metadata, for the leader's partition counts.
     admin: KafkaAdmin,
     /// Group -> (node, `HOST:PORT`) of its coordinator, as last found.
-    coordinators: Mutex<HashMap<String, (String, String)>>,
+    coordinators: Coordinators<(String, String)>,
     /// Retries after the coordinator moved or was unreachable.
     retries: u32,
     /// Pause between them.
@@ -87,24 +83,6 @@ fn refused(code: i16, node: &str, what: &str) -> Result<(), ClientError> {
     })
 }
 
-fn versioned<T: Encodable>(message: &T, version: i16) -> Bytes {
-    let mut buf = BytesMut::new();
-    buf.put_i16(version);
-    message
-        .encode(&mut buf, version)
-        .expect("consumer protocol messages encode");
-    buf.freeze()
-}
-
-fn unversioned<T: Decodable>(bytes: &Bytes) -> Option<T> {
-    let mut buf = bytes.clone();
-    if buf.remaining() < 2 {
-        return None;
-    }
-    let version = buf.get_i16().min(3);
-    T::decode(&mut buf, version).ok()
-}
-
 impl KafkaGroupClient {
     /// A client for the brokers at `bootstrap`, with the HTTP group client's bounds: joins and
     /// syncs get `max_poll_interval_ms` + 6 s, the other calls `request_timeout_ms`.
@@ -120,7 +98,7 @@ impl KafkaGroupClient {
                 Duration::from_millis(config.metadata_timeout_ms),
             ),
             bootstrap,
-            coordinators: Mutex::new(HashMap::new()),
+            coordinators: Coordinators::new(),
             retries: config.retries.min(crate::client::RETRIES_MAX),
             retry_backoff: Duration::from_millis(config.retry_backoff_ms),
             request_timeout,
@@ -134,50 +112,42 @@ impl KafkaGroupClient {
 
     /// The coordinator of `group`: FindCoordinator to each broker in turn.
     async fn coordinator(&self, group: &str) -> Result<(String, String), ClientError> {
-        if let Some(found) = self.coordinators.lock().expect("lock").get(group) {
-            return Ok(found.clone());
+        if let Some(found) = self.coordinators.get(group) {
+            return Ok(found);
         }
         let request = FindCoordinatorRequest::default()
             .with_key(wire(group))
             .with_key_type(0);
-        let mut last = None;
-        for address in &self.bootstrap {
-            let answer: Result<FindCoordinatorResponse, _> = call(
-                address,
-                ApiKey::FindCoordinator,
-                FIND_COORDINATOR_VERSION,
-                &request,
-                self.request_timeout,
-            )
-            .await;
-            match answer.and_then(|a| refused(a.error_code, address, "FindCoordinator").map(|()| a))
-            {
-                Ok(a) if a.node_id.0 >= 0 => {
-                    let found = (
-                        format!("n{}", a.node_id.0),
-                        format!("{}:{}", a.host.as_str(), a.port),
-                    );
-                    self.coordinators
-                        .lock()
-                        .expect("lock")
-                        .insert(group.to_string(), found.clone());
-                    return Ok(found);
-                }
-                Ok(_) => {
-                    last = Some(ClientError {
+        let request = &request;
+        let found = first_answer(
+            &self.bootstrap,
+            "no Kafka brokers configured",
+            |address| async move {
+                let answer: FindCoordinatorResponse = call(
+                    address,
+                    ApiKey::FindCoordinator,
+                    FIND_COORDINATOR_VERSION,
+                    request,
+                    self.request_timeout,
+                )
+                .await?;
+                refused(answer.error_code, address, "FindCoordinator")?;
+                if answer.node_id.0 < 0 {
+                    return Err(ClientError {
                         cause: ErrorCause::NoLeader,
                         node: None,
                         message: format!("no coordinator for {group} yet"),
-                    })
+                    });
                 }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or(ClientError {
-            cause: ErrorCause::NoLeader,
-            node: None,
-            message: "no Kafka brokers configured".into(),
-        }))
+                Ok((
+                    format!("n{}", answer.node_id.0),
+                    format!("{}:{}", answer.host.as_str(), answer.port),
+                ))
+            },
+        )
+        .await?;
+        self.coordinators.remember(group, found.clone());
+        Ok(found)
     }
 
     /// Sends `request` to `group`'s coordinator, looking it up again (at most `retries`
@@ -201,33 +171,25 @@ impl KafkaGroupClient {
         } else {
             self.request_timeout
         };
-        let mut tries = 0;
-        loop {
-            let result = match self.coordinator(group).await {
-                Ok((node, address)) => call(&address, key, version, request, timeout)
+        let check = &check;
+        retry_when_moved(
+            &self.coordinators,
+            group,
+            self.retries,
+            self.retry_backoff,
+            || async move {
+                let (node, address) = self.coordinator(group).await?;
+                let answer: Resp = call(&address, key, version, request, timeout)
                     .await
                     .map_err(|e| ClientError {
                         node: Some(node.clone()),
                         ..e
-                    })
-                    .and_then(|answer: Resp| {
-                        refused(check(&answer), &node, &format!("{key:?}"))?;
-                        Ok((answer, node))
-                    }),
-                Err(e) => Err(e),
-            };
-            let moved = result.as_ref().err().is_some_and(|e| {
-                coordinator_moved(&e.cause, || {
-                    self.coordinators.lock().expect("lock").remove(group);
-                })
-            });
-            if !moved || tries >= self.retries {
-                return result;
-            }
-            tries += 1;
-            self.coordinators.lock().expect("lock").remove(group);
-            tokio::time::sleep(self.retry_backoff).await;
-        }
+                    })?;
+                refused(check(&answer), &node, &format!("{key:?}"))?;
+                Ok((answer, node))
+            },
+        )
+        .await
     }
 
     /// Partition counts of `topics`, from Metadata.
@@ -256,8 +218,6 @@ impl GroupClient for KafkaGroupClient {
         topics: &[String],
         settings: &GroupSettings,
     ) -> Outcome<Joined> {
-        let subscription = ConsumerProtocolSubscription::default()
-            .with_topics(topics.iter().map(|t| wire(t)).collect());
         let request = JoinGroupRequest::default()
             .with_group_id(GroupId(wire(group)))
             .with_session_timeout_ms(settings.session_timeout_ms as i32)
@@ -266,7 +226,7 @@ impl GroupClient for KafkaGroupClient {
             .with_protocol_type(wire("consumer"))
             .with_protocols(vec![JoinGroupRequestProtocol::default()
                 .with_name(wire(&settings.assignor))
-                .with_metadata(versioned(&subscription, 0))]);
+                .with_metadata(consumer_protocol::encode_subscription(topics))]);
         let result = self
             .to_coordinator(
                 group,
@@ -285,9 +245,8 @@ impl GroupClient for KafkaGroupClient {
             .members
             .iter()
             .map(|m| {
-                let topics = unversioned::<ConsumerProtocolSubscription>(&m.metadata)
-                    .map(|s| s.topics.iter().map(|t| t.as_str().to_string()).collect())
-                    .unwrap_or_default();
+                let topics =
+                    consumer_protocol::decode_subscription(&m.metadata).unwrap_or_default();
                 (m.member_id.as_str().to_string(), topics)
             })
             .collect();
@@ -320,24 +279,14 @@ impl GroupClient for KafkaGroupClient {
             .map(|a| {
                 a.iter()
                     .map(|(member, keys)| {
-                        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-                        for (topic, partition) in keys.iter().filter_map(|k| split_key(k)) {
-                            by_topic.entry(topic).or_default().push(partition as i32);
-                        }
-                        let assigned = ConsumerProtocolAssignment::default()
-                            .with_assigned_partitions(
-                                by_topic
-                                    .into_iter()
-                                    .map(|(topic, partitions)| {
-                                        AssignedPartitions::default()
-                                            .with_topic(TopicName(wire(topic)))
-                                            .with_partitions(partitions)
-                                    })
-                                    .collect(),
-                            );
+                        let partitions: Vec<TopicPartition> = keys
+                            .iter()
+                            .filter_map(|k| split_key(k))
+                            .map(|(topic, partition)| TopicPartition::new(topic, partition))
+                            .collect();
                         SyncGroupRequestAssignment::default()
                             .with_member_id(wire(member))
-                            .with_assignment(versioned(&assigned, 0))
+                            .with_assignment(consumer_protocol::encode_assignment(&partitions))
                     })
                     .collect()
             })
@@ -357,17 +306,8 @@ impl GroupClient for KafkaGroupClient {
             )
             .await
             .map(|(answer, _)| {
-                unversioned::<ConsumerProtocolAssignment>(&answer.assignment)
-                    .map(|a| {
-                        a.assigned_partitions
-                            .iter()
-                            .flat_map(|tp| {
-                                tp.partitions
-                                    .iter()
-                                    .map(move |p| format!("{}/{p}", tp.topic.0.as_str()))
-                            })
-                            .collect()
-                    })
+                consumer_protocol::decode_assignment(&answer.assignment)
+                    .map(|partitions| partitions.iter().map(|tp| tp.to_string()).collect())
                     .unwrap_or_default()
             });
         certain(result)

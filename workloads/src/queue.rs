@@ -8,7 +8,7 @@
 //! - [`execute`] runs one [`Intent`] through a client and returns the history [`Completion`].
 
 use crate::client::{BrokerClient, ClientError, Fetched, Outcome, Sent};
-use crate::history::{Key, MicroOp, OpType, Val};
+use crate::history::{Key, MicroOp, Op, OpType, Val};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use tidewater_kafka_model::ErrorCode;
 
 /// The I/O a queue worker needs. [`BrokerClient`] implements it over HTTP.
 pub trait QueueClient: Send + Sync + 'static {
@@ -33,6 +34,12 @@ pub trait QueueClient: Send + Sync + 'static {
     /// The log start offset of `key` (where a consumer resets to after OFFSET_OUT_OF_RANGE),
     /// `None` when it cannot be learned now. Clients without retention need not implement it.
     fn log_start(&self, _key: &str) -> impl Future<Output = Option<u64>> + Send {
+        async { None }
+    }
+    /// The high watermark of `key` as its current leader reports it (ListOffsets latest),
+    /// `None` when it cannot be learned now: how a consumer told OFFSET_OUT_OF_RANGE checks
+    /// that the answer was not a deposed leader's, whose log ends below the position.
+    fn log_end(&self, _key: &str) -> impl Future<Output = Option<u64>> + Send {
         async { None }
     }
     /// True when `key`'s log has settled at `offset` (nothing at or above it exists, and
@@ -64,6 +71,10 @@ impl QueueClient for BrokerClient {
 
     async fn log_start(&self, key: &str) -> Option<u64> {
         self.list_offset(key, "earliest").await.ok()
+    }
+
+    async fn log_end(&self, key: &str) -> Option<u64> {
+        self.list_offset(key, "latest").await.ok()
     }
 
     fn settled_at(&self, key: &str, offset: u64) -> impl Future<Output = bool> + Send {
@@ -261,6 +272,19 @@ pub struct Completion {
 }
 
 impl Completion {
+    /// The completion line of client process `process`'s op `f`, with every extension the
+    /// broker reported.
+    pub fn into_op(self, process: u64, f: &str) -> Op {
+        Op {
+            node: self.node,
+            high_watermarks: self.high_watermarks,
+            log_start_offsets: self.log_start_offsets,
+            isr_sizes: self.isr_sizes,
+            error: self.error,
+            ..Op::client(process, self.kind, f, self.value)
+        }
+    }
+
     fn failed(kind: OpType, value: Value, e: ClientError) -> Completion {
         Completion {
             kind,
@@ -371,12 +395,20 @@ pub async fn poll_key<C: QueueClient>(
             }
         }
         Outcome::Fail(e) | Outcome::Info(e) => {
-            if matches!(&e.cause, crate::client::ErrorCause::Broker { name, .. } if name == "OFFSET_OUT_OF_RANGE")
+            if matches!(&e.cause, crate::client::ErrorCause::Broker { name, .. } if name == ErrorCode::OffsetOutOfRange.name())
             {
                 // Kafka's auto.offset.reset=earliest: continue from the log start (below it
                 // after retention, or past the end after an unclean election truncated it).
+                // But only when the current leader says so: a deposed leader, not yet told of
+                // its successor and behind it, answers OFFSET_OUT_OF_RANGE to a position the
+                // partition holds (Kafka's consumer would be fenced by the leader epoch,
+                // KIP-320); resetting then would read the log again from its start.
                 let start = client.log_start(key).await.unwrap_or(0);
-                consumer.positions.insert(key.to_string(), start);
+                let end = client.log_end(key).await;
+                let held = end.is_some_and(|end| (start..=end).contains(&position));
+                if !held {
+                    consumer.positions.insert(key.to_string(), start);
+                }
             }
             Completion::failed(OpType::Fail, json!([["poll"]]), e)
         }
@@ -396,6 +428,8 @@ mod tests {
         fail_sends_with: Mutex<Option<(bool, ErrorCause)>>,
         /// Offsets below this were deleted (retention).
         start: Mutex<u64>,
+        /// Fetches answer OFFSET_OUT_OF_RANGE, as a deposed leader behind its successor does.
+        deposed: Mutex<bool>,
     }
 
     impl QueueClient for MemoryClient {
@@ -424,7 +458,7 @@ mod tests {
         }
 
         async fn fetch(&self, key: &str, offset: u64, _max_wait_ms: u64) -> Outcome<Fetched> {
-            if offset < *self.start.lock().unwrap() {
+            if offset < *self.start.lock().unwrap() || *self.deposed.lock().unwrap() {
                 return Outcome::Fail(ClientError {
                     cause: ErrorCause::Broker {
                         name: "OFFSET_OUT_OF_RANGE".into(),
@@ -456,6 +490,16 @@ mod tests {
 
         async fn log_start(&self, _key: &str) -> Option<u64> {
             Some(*self.start.lock().unwrap())
+        }
+
+        async fn log_end(&self, key: &str) -> Option<u64> {
+            Some(
+                self.logs
+                    .lock()
+                    .unwrap()
+                    .get(key)
+                    .map_or(0, |l| l.len() as u64),
+            )
         }
     }
 
@@ -567,6 +611,32 @@ mod tests {
         assert_eq!(failed.kind, OpType::Fail);
         assert_eq!(failed.error.as_deref(), Some("OFFSET_OUT_OF_RANGE"));
         assert_eq!(consumer.positions["t0/0"], 2);
+        let read = execute(&client, &s, &mut consumer, &Intent::Poll).await;
+        assert_eq!(read.value, json!([["poll", {"t0/0": [[2, 22]]}]]));
+    }
+
+    #[tokio::test]
+    async fn a_deposed_leader_s_out_of_range_keeps_a_position_the_leader_holds() {
+        let client = MemoryClient::default();
+        let s = settings();
+        let mut consumer = Consumer::default();
+        for v in [20, 21, 22] {
+            let send = Intent::Send {
+                key: "t0/0".into(),
+                value: v,
+            };
+            execute(&client, &s, &mut consumer, &send).await;
+        }
+        let assign = Intent::Assign(vec!["t0/0".into()]);
+        execute(&client, &s, &mut consumer, &assign).await;
+        let first = execute(&client, &s, &mut consumer, &Intent::Poll).await;
+        assert_eq!(first.value, json!([["poll", {"t0/0": [[0, 20], [1, 21]]}]]));
+        *client.deposed.lock().unwrap() = true;
+        let failed = execute(&client, &s, &mut consumer, &Intent::Poll).await;
+        assert_eq!(failed.error.as_deref(), Some("OFFSET_OUT_OF_RANGE"));
+        // The leader's log (0 to 3) holds position 2: no reset to the start, no re-read.
+        assert_eq!(consumer.positions["t0/0"], 2);
+        *client.deposed.lock().unwrap() = false;
         let read = execute(&client, &s, &mut consumer, &Intent::Poll).await;
         assert_eq!(read.value, json!([["poll", {"t0/0": [[2, 22]]}]]));
     }

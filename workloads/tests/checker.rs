@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use tidewater_workloads::checker::{check, check_reader, Acks, CheckSettings};
-use tidewater_workloads::history::{Op, OpType, Process};
+use tidewater_workloads::history::{Op, OpType};
 use tidewater_workloads::results::{CheckResults, Promise, Validity};
 
 /// Builds a history op by op; indexes and times are assigned in order.
@@ -22,16 +22,7 @@ impl H {
         self.ops.push(Op {
             index,
             time: index * 200_000_000,
-            process: Process::Client(process),
-            kind,
-            f: f.into(),
-            value,
-            node: None,
-            high_watermarks: None,
-            log_start_offsets: None,
-            isr_sizes: None,
-            error: None,
-            r#final: false,
+            ..Op::client(process, kind, f, value)
         });
         self.ops.last_mut().unwrap()
     }
@@ -491,6 +482,40 @@ fn nonmonotonic_poll_goes_back() {
     assert_eq!(n.examples[0]["offsets"], json!([2, 1]));
     assert_eq!(n.examples[0]["value"], 11);
     assert!(n.breaks_promise);
+}
+
+#[test]
+fn a_poll_going_back_after_an_out_of_range_reset_is_reported_but_no_violation() {
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5[2..4]);
+    // The consumer was told OFFSET_OUT_OF_RANGE and reset to the log start.
+    h.push(2, OpType::Invoke, "poll", json!([["poll"]]));
+    h.push(2, OpType::Fail, "poll", json!([["poll"]])).error = Some("OFFSET_OUT_OF_RANGE".into());
+    h.poll(2, &ALL5[..2]);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    let n = &r.anomalies["nonmonotonic-poll"];
+    assert_eq!(
+        (n.count, n.breaks_promise, n.invalidates),
+        (1, false, false)
+    );
+    assert_eq!(n.examples[0]["after_reset"], true);
+    assert_eq!(r.valid, Validity::Valid);
+    // Near miss: a poll failing for another reason resets nothing.
+    let mut h = five_records();
+    h.assign(2, &[K], "assign");
+    h.poll(2, &ALL5[2..4]);
+    h.push(2, OpType::Invoke, "poll", json!([["poll"]]));
+    h.push(2, OpType::Fail, "poll", json!([["poll"]])).error =
+        Some("NOT_LEADER_OR_FOLLOWER".into());
+    h.poll(2, &ALL5[..2]);
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    let n = &r.anomalies["nonmonotonic-poll"];
+    assert!(n.breaks_promise && n.invalidates);
+    assert!(n.examples[0].get("after_reset").is_none());
+    assert_eq!(r.valid, Validity::Invalid);
 }
 
 #[test]
@@ -1147,16 +1172,8 @@ fn nemesis(h: &mut H, f: &str, value: Value, error: Option<&str>) {
     h.ops.push(Op {
         index,
         time: index * 200_000_000,
-        process: Process::Nemesis,
-        kind: OpType::Info,
-        f: f.into(),
-        value,
-        node: None,
-        high_watermarks: None,
-        log_start_offsets: None,
-        isr_sizes: None,
         error: error.map(String::from),
-        r#final: false,
+        ..Op::nemesis(f, value)
     });
 }
 
@@ -1356,4 +1373,76 @@ fn flush_messages_comes_from_its_kafka_names() {
     let s = CheckSettings::from_kafka_configs("all", &BTreeMap::new()).unwrap();
     assert_eq!(s.flush_messages, None);
     assert!(CheckSettings::from_kafka_configs("all", &configs("flush.messages", "x")).is_err());
+}
+
+/// `replica-divergence` through the files a run writes: a clean history beside replica logs
+/// that differ below the HW is invalid and breaks the promise; the same logs in agreement
+/// leave it valid; with truncation to the HW (pre-KIP-101) the divergence is expected.
+#[test]
+fn replica_divergence_below_the_hw_invalidates_a_clean_history() {
+    use tidewater_workloads::checker::check_file_with_replicas;
+    use tidewater_workloads::replicas::{write_file, PartitionReplicas, ReplicaLog};
+    let mut h = five_records();
+    h.final_read(&ALL5, 5);
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.jsonl");
+    let text: String = h
+        .ops
+        .iter()
+        .map(|o| serde_json::to_string(o).unwrap() + "\n")
+        .collect();
+    std::fs::write(&history, text).unwrap();
+    let log = |node: &str, values: [i64; 5]| ReplicaLog {
+        node: node.into(),
+        role: None,
+        log_start_offset: 0,
+        high_watermark: 5,
+        log_end_offset: 5,
+        records: values
+            .iter()
+            .enumerate()
+            .map(|(o, v)| (o as u64, 0, None, v.to_string()).into())
+            .collect(),
+        truncated: false,
+    };
+    let replicas = |follower: [i64; 5]| PartitionReplicas {
+        key: K.into(),
+        leader: Some("n1".into()),
+        isr: vec!["n1".into(), "n2".into()],
+        settled: true,
+        replicas: vec![log("n1", [10, 11, 12, 13, 14]), log("n2", follower)],
+        unread: Vec::new(),
+    };
+    let path = dir.path().join("replicas.jsonl");
+    let settings = CheckSettings::default();
+
+    write_file(&path, &[replicas([10, 11, 12, 13, 14])]).unwrap();
+    let r = check_file_with_replicas(&history, &path, &settings).unwrap();
+    assert_eq!(r.valid, Validity::Valid, "{:?}", r.anomalies);
+    assert_eq!(r.stats["replica_logs"]["compared"], true);
+    assert_eq!(r.stats["replica_logs"]["divergent_below_hw"], 0);
+
+    write_file(&path, &[replicas([10, 11, 97, 98, 14])]).unwrap();
+    let r = check_file_with_replicas(&history, &path, &settings).unwrap();
+    assert_eq!((r.valid, r.promise), (Validity::Invalid, Promise::Broken));
+    let a = &r.anomalies["replica-divergence"];
+    assert_eq!((a.count, a.invalidates, a.breaks_promise), (2, true, true));
+    assert_eq!(a.examples[0]["offset"], 2);
+    assert_eq!(a.examples[0]["replicas"]["n1"]["value"], 12);
+    assert_eq!(a.examples[0]["replicas"]["n2"]["value"], 97);
+    assert_eq!(a.examples[1]["offset"], 3);
+    assert_eq!(r.stats["replica_logs"]["divergent_below_hw"], 2);
+
+    let pre_kip101 = CheckSettings {
+        truncate_to_hw: true,
+        ..CheckSettings::default()
+    };
+    let r = check_file_with_replicas(&history, &path, &pre_kip101).unwrap();
+    let a = &r.anomalies["replica-divergence"];
+    assert!(a.invalidates && !a.breaks_promise, "{a:?}");
+
+    let missing = dir.path().join("none.jsonl");
+    let r = check_file_with_replicas(&history, &missing, &settings).unwrap();
+    assert_eq!(r.valid, Validity::Valid);
+    assert_eq!(r.stats["replica_logs"]["compared"], false);
 }

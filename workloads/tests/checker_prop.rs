@@ -218,19 +218,16 @@ proptest! {
         let history: Vec<Op> = ops
             .into_iter()
             .enumerate()
-            .map(|(i, (p, kind, f, value, fin, hw))| Op {
-                index: i as u64,
-                time: i as u64 * 1000,
-                process: if p == 3 { Process::Nemesis } else { Process::Client(p) },
-                kind: kinds[kind as usize],
-                f: fs[f as usize].into(),
-                value,
-                node: None,
-                high_watermarks: hw.map(|h| BTreeMap::from([("t0/0".to_string(), h)])),
-                log_start_offsets: hw.map(|h| BTreeMap::from([("t0/1".to_string(), h)])),
-                isr_sizes: None,
-                error: None,
-                r#final: fin,
+            .map(|(i, (p, kind, f, value, fin, hw))| {
+                let process = if p == 3 { Process::Nemesis } else { Process::Client(p) };
+                Op {
+                    index: i as u64,
+                    time: i as u64 * 1000,
+                    high_watermarks: hw.map(|h| BTreeMap::from([("t0/0".to_string(), h)])),
+                    log_start_offsets: hw.map(|h| BTreeMap::from([("t0/1".to_string(), h)])),
+                    r#final: fin,
+                    ..Op::new(process, kinds[kind as usize], fs[f as usize], value)
+                }
             })
             .collect();
         let r = check(&history, &CheckSettings::default());

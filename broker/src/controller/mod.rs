@@ -19,7 +19,7 @@ pub mod store;
 use std::future::Future;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path as UrlPath, Query, State};
@@ -29,6 +29,8 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use tokio::sync::watch;
+
+use crate::clock::now_ms;
 
 use protocol::{
     AlterPartitionRequest, ControllerError, CreateTopicRequest, HeartbeatRequest,
@@ -151,6 +153,10 @@ fn router(controller: Arc<Controller>) -> Router {
         .route("/controller/v1/brokers/register", post(register))
         .route("/controller/v1/brokers/heartbeat", post(heartbeat))
         .route("/controller/v1/alter-partition", post(alter_partition))
+        .route(
+            "/controller/v1/allocate-producer-ids",
+            post(allocate_producer_ids),
+        )
         .route("/controller/v1/topics", post(create_topic))
         .route("/controller/v1/topics/{topic}", delete(delete_topic))
         .route("/controller/v1/metadata", get(metadata))
@@ -272,6 +278,22 @@ async fn alter_partition(
     Ok(Json(partition).into_response())
 }
 
+async fn allocate_producer_ids(
+    State(c): State<Arc<Controller>>,
+    request: Result<Json<protocol::AllocateProducerIdsRequest>, JsonRejection>,
+) -> Result<Json<protocol::ProducerIdBlock>, ApiError> {
+    let Json(request) = request?;
+    let block =
+        c.apply(|state, _| state.allocate_producer_ids(request.broker_id, request.broker_epoch))?;
+    tracing::info!(
+        broker = request.broker_id,
+        first = block.first_producer_id,
+        size = block.size,
+        "producer id block allocated"
+    );
+    Ok(Json(block))
+}
+
 async fn create_topic(
     State(c): State<Arc<Controller>>,
     request: Result<Json<CreateTopicRequest>, JsonRejection>,
@@ -315,14 +337,6 @@ async fn metadata(
         .expect("controller state lock poisoned")
         .metadata();
     Ok(Json(metadata).into_response())
-}
-
-/// Wall-clock milliseconds, the controller's clock for sessions.
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -266,3 +266,26 @@ impl ClusterMetadata {
         self.brokers.iter().find(|b| b.id == id)
     }
 }
+
+/// Producer ids handed to a broker per AllocateProducerIds, as Kafka's controller hands them
+/// (`ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`, KIP-730).
+pub const PRODUCER_ID_BLOCK_SIZE: u32 = 1000;
+
+/// AllocateProducerIds (KIP-730): a broker asks for a block of producer ids to hand to
+/// idempotent producers (InitProducerId).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocateProducerIdsRequest {
+    /// The asking broker.
+    pub broker_id: u32,
+    /// Its current registration (a stale incarnation gets STALE_BROKER_EPOCH).
+    pub broker_epoch: u64,
+}
+
+/// A block of producer ids no other broker is given, ever (persisted before the answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdBlock {
+    /// The first id of the block.
+    pub first_producer_id: i64,
+    /// How many ids follow from it.
+    pub size: u32,
+}

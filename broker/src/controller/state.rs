@@ -36,7 +36,7 @@ use crate::bugs::{Bug, Bugs};
 
 use super::protocol::{
     AlterPartitionRequest, BrokerMetadata, ClusterMetadata, ControllerError, ControllerErrorCode,
-    CreateTopicRequest, PartitionMetadata, TopicMetadata,
+    CreateTopicRequest, PartitionMetadata, ProducerIdBlock, TopicMetadata, PRODUCER_ID_BLOCK_SIZE,
 };
 
 /// Upper bound on partitions per topic, so one request cannot make the metadata huge.
@@ -109,6 +109,10 @@ pub struct ControllerSnapshot {
     pub brokers: BTreeMap<u32, BrokerState>,
     /// Topics by name.
     pub topics: BTreeMap<String, TopicMetadata>,
+    /// The first producer id not yet handed out in a block (KIP-730): ids never repeat, even
+    /// across restarts. Absent from snapshots written before producer ids were allocated.
+    #[serde(default)]
+    pub next_producer_id: i64,
 }
 
 /// The controller's state machine. See the module docs for the rules.
@@ -126,6 +130,7 @@ impl ControllerState {
             last_broker_epoch: 0,
             brokers: BTreeMap::new(),
             topics: BTreeMap::new(),
+            next_producer_id: 0,
         };
         Self { config, snapshot }
     }
@@ -258,6 +263,47 @@ impl ControllerState {
             self.bump_version();
         }
         Ok(())
+    }
+
+    /// AllocateProducerIds (KIP-730): the next block of producer ids for a registered broker's
+    /// current incarnation. The metadata version moves, so the block is persisted before it is
+    /// answered and no id is handed out twice.
+    pub fn allocate_producer_ids(
+        &mut self,
+        broker_id: u32,
+        broker_epoch: u64,
+    ) -> Result<ProducerIdBlock, ControllerError> {
+        let broker = self.snapshot.brokers.get(&broker_id).ok_or_else(|| {
+            ControllerError::new(
+                ControllerErrorCode::BrokerNotAvailable,
+                format!("broker {broker_id} is not registered"),
+            )
+        })?;
+        if broker.broker_epoch != broker_epoch {
+            return Err(ControllerError::new(
+                ControllerErrorCode::StaleBrokerEpoch,
+                format!(
+                    "broker {broker_id} epoch {broker_epoch} is not the current {}",
+                    broker.broker_epoch
+                ),
+            ));
+        }
+        let first_producer_id = self.snapshot.next_producer_id;
+        let next = first_producer_id
+            .checked_add(i64::from(PRODUCER_ID_BLOCK_SIZE))
+            .ok_or_else(|| {
+                ControllerError::new(
+                    ControllerErrorCode::InvalidRequest,
+                    "the producer id space is exhausted",
+                )
+            })?;
+        assert!(next > first_producer_id, "producer ids only grow");
+        self.snapshot.next_producer_id = next;
+        self.bump_version();
+        Ok(ProducerIdBlock {
+            first_producer_id,
+            size: PRODUCER_ID_BLOCK_SIZE,
+        })
     }
 
     /// Fences every unfenced broker whose session expired. Returns the fenced ids.
@@ -776,6 +822,42 @@ mod tests {
         }
         c.create_topic(&topic_request("t", 1, 3)).unwrap();
         c
+    }
+
+    #[test]
+    fn producer_id_blocks_are_disjoint_persisted_and_only_for_current_brokers() {
+        let mut c = controller(false);
+        let epoch_1 = c.register_broker(1, "http://127.0.0.1:9001", None, 0);
+        let epoch_2 = c.register_broker(2, "http://127.0.0.1:9002", None, 0);
+        let version = c.metadata_version();
+        let first = c.allocate_producer_ids(1, epoch_1).unwrap();
+        assert!(
+            c.metadata_version() > version,
+            "a block is persisted like metadata"
+        );
+        let second = c.allocate_producer_ids(2, epoch_2).unwrap();
+        let third = c.allocate_producer_ids(1, epoch_1).unwrap();
+        let firsts: Vec<i64> = [first, second, third]
+            .iter()
+            .map(|b| b.first_producer_id)
+            .collect();
+        assert_eq!(firsts, [0, 1000, 2000]);
+        assert!([first, second, third].iter().all(|b| b.size == 1000));
+        let stale = c.allocate_producer_ids(1, epoch_1 + 7).unwrap_err();
+        assert_eq!(stale.error, ControllerErrorCode::StaleBrokerEpoch);
+        let unknown = c.allocate_producer_ids(9, 1).unwrap_err();
+        assert_eq!(unknown.error, ControllerErrorCode::BrokerNotAvailable);
+        // A restarted controller goes on after the last block it persisted.
+        let saved = serde_json::to_string(c.snapshot()).unwrap();
+        let snapshot: ControllerSnapshot = serde_json::from_str(&saved).unwrap();
+        let mut restarted = ControllerState::from_snapshot(c.config.clone(), snapshot, 0);
+        let after = restarted.allocate_producer_ids(2, epoch_2).unwrap();
+        assert_eq!(after.first_producer_id, 3000);
+        // A snapshot written before producer ids were allocated starts them at 0.
+        let mut old: serde_json::Value = serde_json::from_str(&saved).unwrap();
+        old.as_object_mut().unwrap().remove("next_producer_id");
+        let old: ControllerSnapshot = serde_json::from_value(old).unwrap();
+        assert_eq!(old.next_producer_id, 0);
     }
 
     #[cfg(feature = "deliberate-bugs")]

@@ -22,10 +22,9 @@ use super::state::{
     Group, GroupDescription, GroupLimits, GroupState, JoinRequest, JoinResult, MemberIdScope,
     SyncStep,
 };
-use crate::controller::protocol::CreateTopicRequest;
-use crate::error::{ApiError, ErrorKind};
-use crate::server::Broker;
-use crate::topics::TopicMeta;
+use crate::broker::Broker;
+use crate::error::ApiError;
+use crate::internal_topic::{CoordinatorUnavailable, InternalTopic};
 
 /// Coordinator settings (Kafka's names in the docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +132,7 @@ impl GroupCoordinator {
             broker,
             config,
             started: Instant::now(),
-            incarnation: u64::try_from(crate::server::now_ms()).unwrap_or(0),
+            incarnation: crate::clock::now_ms(),
             partitions: Mutex::new(BTreeMap::new()),
             load: tokio::sync::Mutex::new(()),
         })
@@ -218,7 +217,7 @@ impl GroupCoordinator {
             SyncStep::Wait => {}
             SyncStep::Persist(record) => {
                 let _writes = entry.writes.lock().await;
-                let now_unix_ms = crate::server::now_ms();
+                let now_unix_ms = crate::clock::timestamp_ms();
                 let stored = offsets::group_record(group_id, &record, now_unix_ms);
                 let appended = self.append(entry.partition, vec![stored]).await;
                 if let Err(error) = &appended {
@@ -282,7 +281,7 @@ impl GroupCoordinator {
         self.with_group(&entry, |group, now_ms| {
             group.check_commit(now_ms, member_id, generation)
         })?;
-        let commit_timestamp_ms = crate::server::now_ms();
+        let commit_timestamp_ms = crate::clock::timestamp_ms();
         let values: Vec<(TopicPartition, CommittedOffset)> = offsets
             .into_iter()
             .map(|(tp, offset, metadata)| {
@@ -525,7 +524,7 @@ impl GroupCoordinator {
         }
         // A large partition takes a while to read: let the runtime move other tasks away.
         let loaded_groups =
-            crate::api::records::run_maybe_blocking(true, || self.read_partition(partition))?;
+            crate::ops::run_maybe_blocking(true, || self.read_partition(partition))?;
         let member_ids = self.member_id_scope(leader_epoch);
         let groups = loaded_groups
             .group_ids()
@@ -571,55 +570,29 @@ impl GroupCoordinator {
         }
     }
 
+    /// The offsets topic as an internal topic of this coordinator's settings.
+    fn topic(&self) -> InternalTopic {
+        InternalTopic {
+            name: OFFSETS_TOPIC,
+            partitions: self.config.offsets_topic_partitions,
+            replication_factor: self.config.offsets_topic_replication_factor,
+            min_insync_replicas: None,
+            append_timeout_ms: self.config.offsets_commit_timeout_ms,
+        }
+    }
+
     /// The leader epoch this broker leads `partition` of the offsets topic in.
     fn leader_epoch(&self, partition: u32) -> Result<u32, GroupError> {
-        let Some(cluster) = &self.broker.cluster else {
-            let log = self.broker.topics.partition(OFFSETS_TOPIC, partition)?;
-            return Ok(log.offsets().leader_epoch);
-        };
-        let not_coordinator = || {
-            GroupError::new(
-                GroupErrorKind::NotCoordinator,
-                format!("this broker does not lead {OFFSETS_TOPIC}/{partition}; see GET /v1/groups/{{group}}/coordinator"),
-            )
-        };
-        let replica = cluster
-            .replica(OFFSETS_TOPIC, partition)
-            .ok_or_else(not_coordinator)?;
-        let leader_epoch = {
-            let role = replica.role();
-            if !matches!(role.role, crate::replication::manager::Role::Leader(_)) {
-                return Err(not_coordinator());
-            }
-            role.leader_epoch
-        };
-        // KIP-207: until the new leader's HW reaches its epoch start, committed offsets may be
-        // missing from what it can read.
-        cluster
-            .check_consumer_read(OFFSETS_TOPIC, partition)
-            .map_err(|e| match e.kind {
-                ErrorKind::OffsetNotAvailable => {
-                    GroupError::new(GroupErrorKind::CoordinatorLoadInProgress, e.message)
-                }
-                _ => not_coordinator(),
-            })?;
-        Ok(leader_epoch)
+        self.topic()
+            .leader_epoch(&self.broker, partition)
+            .map_err(of_unavailable)
     }
 
     /// Reads the partition from its log start to its HW.
     fn read_partition(&self, partition: u32) -> Result<LoadedGroups, GroupError> {
-        let log = self.broker.topics.partition(OFFSETS_TOPIC, partition)?;
         let mut loaded = LoadedGroups::default();
-        let mut offset = log.offsets().log_start_offset;
-        loop {
-            let (records, _) = log
-                .read(offset, 1 << 20, crate::partition::Isolation::Committed)
-                .map_err(ApiError::from)?;
-            let Some(last) = records.last() else {
-                return Ok(loaded);
-            };
-            offset = last.offset + 1;
-            for record in &records {
+        self.topic()
+            .read_all(&self.broker, partition, |record| {
                 if !loaded.apply(record) {
                     tracing::warn!(
                         partition,
@@ -627,116 +600,46 @@ impl GroupCoordinator {
                         "unreadable record in the offsets topic skipped"
                     );
                 }
-            }
-        }
+            })
+            .map_err(of_unavailable)?;
+        Ok(loaded)
     }
 
     /// The offsets topic's partition count, creating the topic first if needed.
     async fn offsets_partition_count(&self) -> Result<u32, GroupError> {
-        if let Some(count) = self.partition_count(OFFSETS_TOPIC) {
-            return Ok(count);
-        }
-        let _load = self.load.lock().await;
-        if let Some(count) = self.partition_count(OFFSETS_TOPIC) {
-            return Ok(count);
-        }
-        let partitions = self.config.offsets_topic_partitions;
-        // Kafka compacts this topic; this broker has no compaction, so nothing may expire
-        // instead: a committed offset must outlive any retention.
-        let configs: BTreeMap<String, String> = [("retention.ms", "-1"), ("retention.bytes", "-1")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let created = match &self.broker.cluster {
-            None => {
-                let meta = TopicMeta {
-                    partitions,
-                    replication_factor: 1,
-                    configs,
-                };
-                self.broker
-                    .topics
-                    .create(OFFSETS_TOPIC, meta)
-                    .await
-                    .map(|_| ())
-            }
-            Some(cluster) => {
-                let brokers = cluster.metadata().brokers.len().max(1) as u32;
-                let request = CreateTopicRequest {
-                    name: OFFSETS_TOPIC.to_string(),
-                    partitions: Some(partitions),
-                    replication_factor: Some(
-                        self.config.offsets_topic_replication_factor.min(brokers),
-                    ),
-                    configs,
-                };
-                cluster
-                    .create_topic(&self.broker, &request)
-                    .await
-                    .map(|_| ())
-            }
-        };
-        match created {
-            Ok(()) => {}
-            Err(e) if e.kind == ErrorKind::TopicAlreadyExists => {}
-            Err(e) => {
-                return Err(GroupError::new(
-                    GroupErrorKind::CoordinatorNotAvailable,
-                    format!("creating {OFFSETS_TOPIC}: {e}"),
-                ))
-            }
-        }
-        self.partition_count(OFFSETS_TOPIC).ok_or_else(|| {
-            GroupError::new(
-                GroupErrorKind::CoordinatorNotAvailable,
-                format!("{OFFSETS_TOPIC} is being created; retry"),
-            )
-        })
+        self.topic()
+            .count_or_create(&self.broker, &self.load)
+            .await
+            .map_err(of_unavailable)
     }
 
-    /// Appends to the offsets partition: acks=all in a cluster, a local append otherwise.
-    /// NOT_LEADER_OR_FOLLOWER becomes NOT_COORDINATOR; other produce errors keep their names,
-    /// so a client can tell "nothing written" (NOT_ENOUGH_REPLICAS) from "unknown"
-    /// (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    /// Appends to the offsets partition (acks=all in a cluster).
     async fn append(
         &self,
         partition: u32,
         records: Vec<crate::storage::Record>,
     ) -> Result<(), GroupError> {
-        let result = match &self.broker.cluster {
-            Some(cluster) => {
-                let min_insync_replicas = self
-                    .broker
-                    .topics
-                    .get(OFFSETS_TOPIC)
-                    .map_or(self.broker.config.min_insync_replicas, |t| {
-                        t.config.min_insync_replicas(&self.broker.config)
-                    });
-                cluster
-                    .produce(
-                        OFFSETS_TOPIC,
-                        partition,
-                        records,
-                        true,
-                        self.config.offsets_commit_timeout_ms,
-                        min_insync_replicas,
-                    )
-                    .await
-                    .map(|_| ())
-            }
-            None => {
-                let log = self.broker.topics.partition(OFFSETS_TOPIC, partition)?;
-                crate::api::records::run_maybe_blocking(true, || log.append(records, None))
-                    .map(|_| ())
-                    .map_err(ApiError::from)
-            }
-        };
-        result.map_err(|e| match e.kind {
-            ErrorKind::NotLeaderOrFollower | ErrorKind::UnknownTopicOrPartition => {
-                GroupError::new(GroupErrorKind::NotCoordinator, e.message)
-            }
-            _ => GroupError::Api(e),
-        })
+        self.topic()
+            .append(&self.broker, partition, records)
+            .await
+            .map_err(of_unavailable)
+    }
+}
+
+/// A coordinator's reason not to serve, as a group error.
+fn of_unavailable(why: CoordinatorUnavailable) -> GroupError {
+    match why {
+        CoordinatorUnavailable::NotCoordinator(message) => GroupError::new(
+            GroupErrorKind::NotCoordinator,
+            format!("{message}; see GET /v1/groups/{{group}}/coordinator"),
+        ),
+        CoordinatorUnavailable::LoadInProgress(message) => {
+            GroupError::new(GroupErrorKind::CoordinatorLoadInProgress, message)
+        }
+        CoordinatorUnavailable::NotAvailable(message) => {
+            GroupError::new(GroupErrorKind::CoordinatorNotAvailable, message)
+        }
+        CoordinatorUnavailable::Api(error) => GroupError::Api(error),
     }
 }
 

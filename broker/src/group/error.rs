@@ -1,11 +1,11 @@
-//! Errors of the group routes, with Kafka's names. They share the JSON shape of every other
-//! error (`{"error": "NAME", "message": "..."}`, see `crate::error`) but have their own kinds,
-//! as only the group API can answer them.
+//! Errors of the group operations, with Kafka's names. They are encoded as every other error
+//! is (over HTTP the JSON shape `{"error": "NAME", "message": "..."}`, [`crate::http::errors`];
+//! over Kafka's protocol its codes) but have their own kinds, as only the group API can answer
+//! them.
 
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use tidewater_kafka_model::ErrorCode;
 
-use crate::error::{ApiError, ErrorName};
+use crate::error::ApiError;
 
 /// A group error kind, named as Kafka names the error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,37 +33,25 @@ pub enum GroupErrorKind {
 }
 
 impl GroupErrorKind {
-    /// Kafka's name of the error.
-    pub fn name(self) -> &'static str {
+    /// Kafka's error code of this kind (its name and its number), from the shared model.
+    pub fn kafka(self) -> ErrorCode {
         match self {
-            Self::UnknownMemberId => "UNKNOWN_MEMBER_ID",
-            Self::IllegalGeneration => "ILLEGAL_GENERATION",
-            Self::RebalanceInProgress => "REBALANCE_IN_PROGRESS",
-            Self::InconsistentGroupProtocol => "INCONSISTENT_GROUP_PROTOCOL",
-            Self::InvalidSessionTimeout => "INVALID_SESSION_TIMEOUT",
-            Self::InvalidGroupId => "INVALID_GROUP_ID",
-            Self::NotCoordinator => "NOT_COORDINATOR",
-            Self::CoordinatorLoadInProgress => "COORDINATOR_LOAD_IN_PROGRESS",
-            Self::CoordinatorNotAvailable => "COORDINATOR_NOT_AVAILABLE",
-            Self::OffsetMetadataTooLarge => "OFFSET_METADATA_TOO_LARGE",
+            Self::UnknownMemberId => ErrorCode::UnknownMemberId,
+            Self::IllegalGeneration => ErrorCode::IllegalGeneration,
+            Self::RebalanceInProgress => ErrorCode::RebalanceInProgress,
+            Self::InconsistentGroupProtocol => ErrorCode::InconsistentGroupProtocol,
+            Self::InvalidSessionTimeout => ErrorCode::InvalidSessionTimeout,
+            Self::InvalidGroupId => ErrorCode::InvalidGroupId,
+            Self::NotCoordinator => ErrorCode::NotCoordinator,
+            Self::CoordinatorLoadInProgress => ErrorCode::CoordinatorLoadInProgress,
+            Self::CoordinatorNotAvailable => ErrorCode::CoordinatorNotAvailable,
+            Self::OffsetMetadataTooLarge => ErrorCode::OffsetMetadataTooLarge,
         }
     }
 
-    /// The HTTP status it is answered with.
-    pub fn status(self) -> StatusCode {
-        match self {
-            Self::UnknownMemberId | Self::IllegalGeneration | Self::RebalanceInProgress => {
-                StatusCode::CONFLICT
-            }
-            Self::InconsistentGroupProtocol
-            | Self::InvalidSessionTimeout
-            | Self::InvalidGroupId
-            | Self::OffsetMetadataTooLarge => StatusCode::BAD_REQUEST,
-            Self::NotCoordinator => StatusCode::MISDIRECTED_REQUEST,
-            Self::CoordinatorLoadInProgress | Self::CoordinatorNotAvailable => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-        }
+    /// Kafka's name of the error.
+    pub fn name(self) -> &'static str {
+        self.kafka().name()
     }
 }
 
@@ -107,18 +95,5 @@ impl GroupError {
             GroupError::Group { kind, .. } => Some(*kind),
             GroupError::Api(_) => None,
         }
-    }
-}
-
-impl IntoResponse for GroupError {
-    fn into_response(self) -> Response {
-        let (kind, message) = match self {
-            GroupError::Api(error) => return error.into_response(),
-            GroupError::Group { kind, message } => (kind, message),
-        };
-        let body = serde_json::json!({ "error": kind.name(), "message": message });
-        let mut response = (kind.status(), axum::Json(body)).into_response();
-        response.extensions_mut().insert(ErrorName(kind.name()));
-        response
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! - [`state`]: one group's state machine (Empty, PreparingRebalance, CompletingRebalance,
 //!   Stable, Dead), pure, driven by `now_ms` arguments.
-//! - [`assignor`]: the range and round-robin assignors, pure functions for clients.
+//! - [`assignor`]: the range and round-robin assignors, pure functions for clients, from the
+//!   shared model (`tidewater-kafka-model`).
 //! - [`offsets`]: records of the `__consumer_offsets` topic and the group -> partition hash.
 //! - [`coordinator`]: the service: routing to offsets partitions, loading, storing, waiting.
 //! - [`error`]: the group errors with Kafka's names.

@@ -161,13 +161,7 @@ mod tests {
     }
 
     fn stored(offset: u64, record: Record) -> StoredRecord {
-        StoredRecord {
-            offset,
-            leader_epoch: 0,
-            timestamp_ms: record.timestamp_ms,
-            key: record.key,
-            value: record.value,
-        }
+        StoredRecord::at(offset, record)
     }
 
     #[test]

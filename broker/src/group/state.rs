@@ -67,6 +67,12 @@ pub enum GroupState {
     Dead,
 }
 
+/// Default `max_poll_interval_ms` of a join (Kafka's `max.poll.interval.ms`: 300000), the
+/// rebalance timeout when a front door's request does not give one.
+pub const MAX_POLL_INTERVAL_DEFAULT_MS: u64 = 300_000;
+/// Most topics one member may subscribe to (every front door refuses a longer subscription).
+pub const SUBSCRIPTION_TOPICS_MAX: usize = 1_000;
+
 /// A join request, already parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinRequest {

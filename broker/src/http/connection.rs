@@ -247,7 +247,7 @@ fn refusal(why: &str) -> Vec<u8> {
         "message": format!("malformed HTTP request: {why}"),
     })
     .to_string();
-    let status = kind.status();
+    let status = super::errors::status(kind);
     format!(
         "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
          connection: close\r\n\r\n{body}",

@@ -10,6 +10,10 @@
 //!   idle timeouts, the JSON refusal of a malformed head, the lingering close.
 //! - [`per_ip`]: connections per client address (`max.connections.per.ip`), shared with the
 //!   Kafka listener.
+//! - [`errors`]: the broker's errors as HTTP statuses and the JSON error body.
+//! - [`routes`]: the broker's routes (`docs/api.md`): the client API under `/v1`, `/metrics`,
+//!   and the broker-to-broker routes under `/internal/v1`, each a thin codec over
+//!   [`crate::ops`], [`crate::group`] or [`crate::replication`].
 //! - this file: [`ConnectionLimits`], [`serve`] (accept loop) and the per-connection task.
 //!
 //! Why not `axum::serve`: it has no idle or header timeout, so `max.connections` silent
@@ -17,8 +21,10 @@
 //! request with an empty `400` where the API promises its JSON error body.
 
 pub mod connection;
+pub mod errors;
 pub mod head;
 pub mod per_ip;
+pub mod routes;
 
 use std::convert::Infallible;
 use std::future::Future;

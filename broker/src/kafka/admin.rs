@@ -9,13 +9,15 @@ use kafka_protocol::messages::{
     BrokerId, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
     MetadataRequest, MetadataResponse, TopicName,
 };
-use serde_json::Value;
 
 use super::errors::{code, of};
 use super::{reply, topic_text, wire, ConnectionError, KafkaContext, Reply, Request};
-use crate::api::topics::{create_topic, delete_topic, CreateTopicRequest, TopicDescription};
 use crate::error::{ApiError, ErrorKind};
 use crate::group::offsets::OFFSETS_TOPIC;
+use crate::ops::topics::{
+    check_create, create_topic, delete_topic, describe_from_metadata, describe_topic, ConfigValue,
+    CreateTopic, TopicDescription,
+};
 use crate::topics::validate_topic_name;
 
 /// The cluster id every broker reports (this broker has no cluster-wide id of its own).
@@ -58,11 +60,7 @@ fn cluster_view(context: &KafkaContext) -> (Vec<KafkaBroker>, Vec<TopicDescripti
                     })
                 })
                 .collect();
-            let topics = metadata
-                .topics
-                .iter()
-                .map(crate::api::topics::describe_from_metadata)
-                .collect();
+            let topics = metadata.topics.iter().map(describe_from_metadata).collect();
             (brokers, topics, live)
         }
         None => {
@@ -73,7 +71,7 @@ fn cluster_view(context: &KafkaContext) -> (Vec<KafkaBroker>, Vec<TopicDescripti
                 .topics
                 .list()
                 .iter()
-                .map(|t| crate::api::topics::describe_topic(t, id))
+                .map(|t| describe_topic(t, id))
                 .collect();
             (vec![KafkaBroker { id, host, port }], topics, vec![id])
         }
@@ -208,11 +206,11 @@ pub async fn create_topics(
             if let Some(value) = &config.value {
                 configs.insert(
                     config.name.as_str().to_string(),
-                    Value::String(value.as_str().to_string()),
+                    ConfigValue::Text(value.as_str().to_string()),
                 );
             }
         }
-        let create = CreateTopicRequest {
+        let create = CreateTopic {
             name: name.clone(),
             partitions: Some(i64::from(topic.num_partitions)),
             replication_factor: Some(i64::from(topic.replication_factor)),
@@ -224,7 +222,7 @@ pub async fn create_topics(
                  replication_factor",
             ))
         } else if body.validate_only {
-            validate_only(&create)
+            check_create(&create).map(|()| None)
         } else {
             create_topic(&context.broker, &create).await.map(Some)
         };
@@ -246,19 +244,6 @@ pub async fn create_topics(
         });
     }
     Ok(reply(CreateTopicsResponse::default().with_topics(results)))
-}
-
-/// The checks of a creation without creating: the name and the topic configs.
-fn validate_only(create: &CreateTopicRequest) -> Result<Option<TopicDescription>, ApiError> {
-    validate_topic_name(&create.name)?;
-    let configs = create
-        .configs
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-        .collect();
-    crate::config::TopicConfig::from_map(&configs)
-        .map_err(|e| ApiError::new(ErrorKind::InvalidConfig, e.to_string()))?;
-    Ok(None)
 }
 
 /// DeleteTopics: by name (v1-v5 `topic_names`, v6 `topics`); topic ids are not known here

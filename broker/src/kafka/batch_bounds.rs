@@ -3,7 +3,8 @@
 //! The crate's record decoder reserves room for `record_count` records, and for each record
 //! room for its header count, before reading any of them; a 70-byte produce with a correct
 //! CRC and a record count of 0x7FFFFFFF (or one record with 2^30 headers) aborted the broker
-//! (issue 22). [`check_header`] checks the batch's fixed header (size, magic, CRC) and
+//! (issue 22). [`check_header`] checks the batch's fixed header (size, magic, CRC),
+//! [`check_offset_range`] its offset range against its record count (as Kafka does), and
 //! [`check_records`] walks the records themselves (each record's size, key, value and
 //! headers within the bytes the batch holds, exactly `record_count` of them), so the counts
 //! the crate trusts are the ones actually present. The refusals carry Kafka's error:
@@ -81,6 +82,36 @@ pub fn check_header(bytes: &[u8]) -> Result<BatchHeader, BatchRefusal> {
     let record_count = usize::try_from(count)
         .map_err(|_| BatchRefusal::Invalid(format!("invalid record count {count}")))?;
     Ok(BatchHeader { size, record_count })
+}
+
+/// Checks that the batch's offset range (base offset to base offset + last offset delta)
+/// spans exactly its declared record count, as Kafka's `LogValidator.validateBatch` does for
+/// every v2 batch a client produces, before any record is read: a range that is empty or
+/// negative, a count that is not positive, or the two disagreeing is `INVALID_RECORD`. (A
+/// batch whose records all carry offset delta 0 declares a range of one.)
+pub fn check_offset_range(bytes: &[u8], header: &BatchHeader) -> Result<(), BatchRefusal> {
+    assert!(bytes.len() >= BATCH_OVERHEAD, "checked by check_header");
+    let base = i64::from_be_bytes(bytes[0..8].try_into().expect("8 bytes"));
+    let last_delta = i32::from_be_bytes(bytes[23..27].try_into().expect("4 bytes"));
+    let range = i64::from(last_delta) + 1;
+    let last = base.wrapping_add(i64::from(last_delta));
+    if range <= 0 {
+        return Err(BatchRefusal::Invalid(format!(
+            "Batch has an invalid offset range: [{base}, {last}]"
+        )));
+    }
+    let count = header.record_count as i64;
+    if count <= 0 {
+        return Err(BatchRefusal::Invalid(format!(
+            "Invalid reported count for record batch: {count}"
+        )));
+    }
+    if range != count {
+        return Err(BatchRefusal::Invalid(format!(
+            "Inconsistent batch offset range [{base}, {last}] and count of records {count}"
+        )));
+    }
+    Ok(())
 }
 
 /// Walks `records` (a batch's records, decompressed) and refuses them unless they are exactly
@@ -259,6 +290,40 @@ mod tests {
                 "record 0: invalid number of record headers 1073741824 (0 bytes remain)".into()
             )
         );
+    }
+
+    #[test]
+    fn the_offset_range_must_span_the_record_count_as_kafka_checks_it() {
+        for count in [1, 3] {
+            let bytes = batch(&(0..count).map(|o| record(o, 0)).collect::<Vec<_>>());
+            let header = check_header(&bytes).unwrap();
+            assert_eq!(check_offset_range(&bytes, &header), Ok(()));
+        }
+        // Three records whose offset deltas are all 0 declare a range of one offset.
+        let bytes = patch(
+            batch(&[record(0, 0), record(1, 0), record(2, 0)]),
+            23,
+            &[0, 0, 0, 0],
+        );
+        let header = check_header(&bytes).unwrap();
+        assert_eq!(
+            check_offset_range(&bytes, &header),
+            Err(BatchRefusal::Invalid(
+                "Inconsistent batch offset range [0, 0] and count of records 3".into()
+            ))
+        );
+        let bytes = patch(batch(&[record(0, 0)]), 23, &[0xff, 0xff, 0xff, 0xff]);
+        let header = check_header(&bytes).unwrap();
+        assert!(matches!(
+            check_offset_range(&bytes, &header),
+            Err(BatchRefusal::Invalid(m)) if m.starts_with("Batch has an invalid offset range")
+        ));
+        let bytes = patch(batch(&[record(0, 0)]), 57, &[0, 0, 0, 0]);
+        let header = check_header(&bytes).unwrap();
+        assert!(matches!(
+            check_offset_range(&bytes, &header),
+            Err(BatchRefusal::Invalid(m)) if m.starts_with("Invalid reported count")
+        ));
     }
 
     #[test]

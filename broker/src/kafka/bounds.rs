@@ -386,8 +386,16 @@ mod tests {
             ApiKey::CreateTopics => CreateTopicsRequest::default().encode(&mut buf, version),
             ApiKey::DeleteTopics => DeleteTopicsRequest::default().encode(&mut buf, version),
             ApiKey::DeleteRecords => DeleteRecordsRequest::default().encode(&mut buf, version),
+            ApiKey::InitProducerId => InitProducerIdRequest::default().encode(&mut buf, version),
             ApiKey::OffsetForLeaderEpoch => {
                 OffsetForLeaderEpochRequest::default().encode(&mut buf, version)
+            }
+            ApiKey::AddPartitionsToTxn => {
+                kafka_protocol::messages::AddPartitionsToTxnRequest::default()
+                    .encode(&mut buf, version)
+            }
+            ApiKey::EndTxn => {
+                kafka_protocol::messages::EndTxnRequest::default().encode(&mut buf, version)
             }
             other => panic!("{other:?} is not served"),
         };

@@ -1,52 +1,20 @@
-//! The broker's errors as Kafka error codes (the protocol guide's table). The names are
-//! already Kafka's ([`ErrorKind::name`], [`GroupErrorKind::name`]); this gives their numbers.
+//! The broker's errors as Kafka error codes (the protocol guide's table). Names and numbers
+//! both come from the shared model's [`ErrorCode`] ([`ErrorKind::kafka`],
+//! [`GroupErrorKind::kafka`]); this gives the numbers the listener answers with.
+
+use tidewater_kafka_model::ErrorCode;
 
 use crate::error::{ApiError, ErrorKind};
 use crate::group::error::{GroupError, GroupErrorKind};
 
 /// Kafka's code for `kind`.
 pub fn code(kind: ErrorKind) -> i16 {
-    match kind {
-        ErrorKind::UnknownServerError => -1,
-        ErrorKind::OffsetOutOfRange => 1,
-        ErrorKind::UnknownTopicOrPartition => 3,
-        ErrorKind::LeaderNotAvailable => 5,
-        ErrorKind::NotLeaderOrFollower => 6,
-        ErrorKind::RequestTimedOut => 7,
-        ErrorKind::MessageTooLarge => 10,
-        ErrorKind::InvalidTopicException => 17,
-        ErrorKind::NotEnoughReplicas => 19,
-        ErrorKind::NotEnoughReplicasAfterAppend => 20,
-        ErrorKind::InvalidRequiredAcks => 21,
-        ErrorKind::InvalidTimestamp => 32,
-        ErrorKind::UnsupportedVersion => 35,
-        ErrorKind::TopicAlreadyExists => 36,
-        ErrorKind::InvalidPartitions => 37,
-        ErrorKind::InvalidReplicationFactor => 38,
-        ErrorKind::InvalidConfig => 40,
-        ErrorKind::InvalidRequest => 42,
-        ErrorKind::KafkaStorageError => 56,
-        ErrorKind::FencedLeaderEpoch => 74,
-        ErrorKind::UnknownLeaderEpoch => 75,
-        ErrorKind::OffsetNotAvailable => 78,
-        ErrorKind::InvalidRecord => 87,
-    }
+    kind.kafka().code()
 }
 
 /// Kafka's code for a group error.
 pub fn group_code(kind: GroupErrorKind) -> i16 {
-    match kind {
-        GroupErrorKind::OffsetMetadataTooLarge => 12,
-        GroupErrorKind::CoordinatorLoadInProgress => 14,
-        GroupErrorKind::CoordinatorNotAvailable => 15,
-        GroupErrorKind::NotCoordinator => 16,
-        GroupErrorKind::IllegalGeneration => 22,
-        GroupErrorKind::InconsistentGroupProtocol => 23,
-        GroupErrorKind::InvalidGroupId => 24,
-        GroupErrorKind::UnknownMemberId => 25,
-        GroupErrorKind::InvalidSessionTimeout => 26,
-        GroupErrorKind::RebalanceInProgress => 27,
-    }
+    kind.kafka().code()
 }
 
 /// The code and message of an API error.
@@ -64,12 +32,12 @@ pub fn of_group(error: &GroupError) -> (i16, String) {
 
 /// UNSUPPORTED_COMPRESSION_TYPE, for lz4 and zstd batches (this build decodes none and gzip
 /// and snappy).
-pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = ErrorCode::UnsupportedCompressionType.code();
 /// FETCH_SESSION_ID_NOT_FOUND: this broker creates no fetch sessions (KIP-227).
-pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+pub const FETCH_SESSION_ID_NOT_FOUND: i16 = ErrorCode::FetchSessionIdNotFound.code();
 /// CORRUPT_MESSAGE, for a produced batch whose size or CRC is wrong (Kafka's
 /// `CorruptRecordException`); nothing outside the Kafka listener sees raw batches.
-pub const CORRUPT_MESSAGE: i16 = 2;
+pub const CORRUPT_MESSAGE: i16 = ErrorCode::CorruptMessage.code();
 
 #[cfg(test)]
 mod tests {
@@ -103,6 +71,9 @@ mod tests {
             ErrorKind::UnknownLeaderEpoch,
             ErrorKind::OffsetNotAvailable,
             ErrorKind::InvalidRecord,
+            ErrorKind::OutOfOrderSequenceNumber,
+            ErrorKind::InvalidProducerEpoch,
+            ErrorKind::InvalidTxnState,
         ];
         for kind in kinds {
             let theirs = ResponseError::try_from_code(code(kind))

@@ -6,8 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as WireAssigned;
+use bytes::Bytes;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
@@ -18,20 +17,19 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, ConsumerProtocolAssignment, ConsumerProtocolSubscription, FindCoordinatorRequest,
-    FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
-    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
-    SyncGroupResponse, TopicName,
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, SyncGroupResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
+use tidewater_kafka_model::consumer_protocol;
 
 use super::errors::{code, group_code, of_group};
 use super::{reply, topic_text, wire, ConnectionError, KafkaContext, Reply, Request};
-use crate::api::groups::{MAX_POLL_INTERVAL_DEFAULT_MS, SUBSCRIPTION_TOPICS_MAX};
 use crate::error::{ApiError, ErrorKind};
 use crate::group::assignor::{Assignment, TopicPartition};
-use crate::group::state::JoinRequest;
+use crate::group::state::{JoinRequest, MAX_POLL_INTERVAL_DEFAULT_MS, SUBSCRIPTION_TOPICS_MAX};
 use crate::group::{GroupError, GroupErrorKind};
 
 /// The only protocol type served.
@@ -75,7 +73,30 @@ async fn locate(context: &KafkaContext, key: &str) -> Result<(i32, String, i32),
     Ok((id as i32, host, port))
 }
 
-/// FindCoordinator for groups (key type 0); transactions have no coordinator here.
+/// Where `transactional_id` is coordinated, as (node, host, port), or the error to answer.
+async fn locate_transaction(
+    context: &KafkaContext,
+    transactional_id: &str,
+) -> Result<(i32, String, i32), (i16, String)> {
+    let info = context
+        .transactions
+        .find_coordinator(transactional_id)
+        .await
+        .map_err(|refusal| (refusal.code.code(), refusal.message))?;
+    let not_available = || {
+        (
+            group_code(GroupErrorKind::CoordinatorNotAvailable),
+            format!(
+                "the coordinator of {transactional_id:?} has no leader or no Kafka listener yet"
+            ),
+        )
+    };
+    let id = info.broker_id.ok_or_else(not_available)?;
+    let (host, port) = kafka_endpoint(context, id).ok_or_else(not_available)?;
+    Ok((id as i32, host, port))
+}
+
+/// FindCoordinator for groups (key type 0) and transactions (key type 1).
 pub async fn find_coordinator(
     request: &mut Request,
     context: &KafkaContext,
@@ -89,13 +110,13 @@ pub async fn find_coordinator(
     };
     let mut coordinators = Vec::with_capacity(keys.len());
     for key in keys {
-        let located = if body.key_type != 0 {
-            Err((
-                group_code(GroupErrorKind::CoordinatorNotAvailable),
-                "transactions are not supported: no transaction coordinator".to_string(),
-            ))
-        } else {
-            locate(context, &key).await
+        let located = match body.key_type {
+            0 => locate(context, &key).await,
+            1 => locate_transaction(context, &key).await,
+            other => Err((
+                code(ErrorKind::InvalidRequest),
+                format!("unknown coordinator key type {other}"),
+            )),
         };
         let coordinator = Coordinator::default().with_key(wire(key));
         coordinators.push(match located {
@@ -126,25 +147,6 @@ pub async fn find_coordinator(
     Ok(reply(response))
 }
 
-/// Reads a ConsumerProtocol message: a big-endian i16 version, then the body at it.
-fn decode_versioned<T: Decodable>(bytes: &Bytes) -> Result<T, String> {
-    let mut buf = bytes.clone();
-    if buf.remaining() < 2 {
-        return Err("shorter than its version".into());
-    }
-    let version = buf.get_i16();
-    T::decode(&mut buf, version.min(3)).map_err(|e| e.to_string())
-}
-
-fn encode_versioned<T: Encodable>(message: &T, version: i16) -> Bytes {
-    let mut buf = BytesMut::new();
-    buf.put_i16(version);
-    message
-        .encode(&mut buf, version)
-        .expect("consumer protocol messages encode");
-    buf.freeze()
-}
-
 fn group_error(error: GroupError) -> (i16, String) {
     of_group(&error)
 }
@@ -170,6 +172,8 @@ pub async fn join_group(
             .with_error_code(code)
             .with_generation_id(-1)
             .with_member_id(body.member_id.clone())
+            // Kafka's error answers carry no protocol (null, not "").
+            .with_protocol_name(None)
     };
     if body.group_instance_id.is_some() {
         return Ok(reply(failed(code(ErrorKind::UnsupportedVersion))));
@@ -179,16 +183,14 @@ pub async fn join_group(
             GroupErrorKind::InconsistentGroupProtocol,
         ))));
     }
-    let subscription: ConsumerProtocolSubscription =
-        match decode_versioned(&body.protocols[0].metadata) {
-            Ok(subscription) => subscription,
-            Err(_) => {
-                return Ok(reply(failed(group_code(
-                    GroupErrorKind::InconsistentGroupProtocol,
-                ))))
-            }
-        };
-    let mut topics: Vec<String> = subscription.topics.iter().map(text).collect();
+    let mut topics = match consumer_protocol::decode_subscription(&body.protocols[0].metadata) {
+        Ok(topics) => topics,
+        Err(_) => {
+            return Ok(reply(failed(group_code(
+                GroupErrorKind::InconsistentGroupProtocol,
+            ))))
+        }
+    };
     topics.sort_unstable();
     topics.dedup();
     if topics.len() > SUBSCRIPTION_TOPICS_MAX {
@@ -214,11 +216,9 @@ pub async fn join_group(
                 .members
                 .iter()
                 .map(|m| {
-                    let subscription = ConsumerProtocolSubscription::default()
-                        .with_topics(m.topics.iter().cloned().map(wire).collect());
                     JoinGroupResponseMember::default()
                         .with_member_id(wire(m.member_id.clone()))
-                        .with_metadata(encode_versioned(&subscription, 0))
+                        .with_metadata(consumer_protocol::encode_subscription(&m.topics))
                 })
                 .collect();
             Ok(reply(
@@ -259,25 +259,19 @@ pub async fn sync_group(
         } else {
             let mut assignment = Assignment::new();
             for member in &body.assignments {
-                let decoded: ConsumerProtocolAssignment = decode_versioned(&member.assignment)
-                    .map_err(|e| {
+                // Kafka's coordinator keeps assignments as opaque bytes; an empty one is a
+                // member given nothing, as the consumer reads it.
+                if member.assignment.is_empty() {
+                    assignment.insert(text(&member.member_id), Vec::new());
+                    continue;
+                }
+                let partitions =
+                    consumer_protocol::decode_assignment(&member.assignment).map_err(|e| {
                         GroupError::Api(ApiError::invalid_request(format!(
                             "assignment of {}: {e}",
                             text(&member.member_id)
                         )))
                     })?;
-                let partitions = decoded
-                    .assigned_partitions
-                    .iter()
-                    .flat_map(|tp| {
-                        tp.partitions.iter().filter_map(|&p| {
-                            Some(TopicPartition::new(
-                                topic_text(&tp.topic),
-                                u32::try_from(p).ok()?,
-                            ))
-                        })
-                    })
-                    .collect();
                 assignment.insert(text(&member.member_id), partitions);
             }
             Some(assignment)
@@ -289,29 +283,10 @@ pub async fn sync_group(
     }
     .await;
     Ok(reply(match outcome {
-        Ok(result) => {
-            let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-            for tp in &result.assignment {
-                by_topic
-                    .entry(tp.topic.clone())
-                    .or_default()
-                    .push(tp.partition as i32);
-            }
-            let assigned = ConsumerProtocolAssignment::default().with_assigned_partitions(
-                by_topic
-                    .into_iter()
-                    .map(|(topic, partitions)| {
-                        WireAssigned::default()
-                            .with_topic(TopicName(wire(topic)))
-                            .with_partitions(partitions)
-                    })
-                    .collect(),
-            );
-            SyncGroupResponse::default()
-                .with_protocol_type(body.protocol_type.clone())
-                .with_protocol_name(body.protocol_name.clone())
-                .with_assignment(encode_versioned(&assigned, 0))
-        }
+        Ok(result) => SyncGroupResponse::default()
+            .with_protocol_type(body.protocol_type.clone())
+            .with_protocol_name(body.protocol_name.clone())
+            .with_assignment(consumer_protocol::encode_assignment(&result.assignment)),
         Err(error) => SyncGroupResponse::default()
             .with_error_code(group_error(error).0)
             .with_assignment(Bytes::new()),

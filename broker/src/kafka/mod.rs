@@ -1,6 +1,9 @@
 //! Kafka's binary protocol (`kafka.listeners`, docs/kafka-protocol.md): a second front door
-//! over the same internals as the HTTP API, so clients nobody here wrote (kcat, librdkafka,
-//! kafka-python) can produce, consume and join groups.
+//! over the same operations as the HTTP routes ([`crate::ops`], the group coordinator), so
+//! clients nobody here wrote (kcat, librdkafka, kafka-python) can produce, consume and join
+//! groups. The handlers decode a request, call the operations, and encode the answer.
+//!
+//! # Layout
 //!
 //! - this file: the listener, the size-prefixed frames, and request dispatch by API key and
 //!   version (codecs from the `kafka-protocol` crate);
@@ -9,10 +12,13 @@
 //! - [`records`]: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords;
 //! - [`admin`]: Metadata, CreateTopics, DeleteTopics;
 //! - [`groups`]: the consumer group APIs.
+//! - [`producers`]: InitProducerId for idempotent and transactional producers;
+//! - [`txn`]: AddPartitionsToTxn and EndTxn, on the transaction coordinator;
 //! - [`schema`]: each served request's fields per version, for [`bounds`];
 //! - [`bounds`]: the pass that bounds every count in a request body by the bytes that remain
 //!   before the crate decodes it (issue 22: the crate pre-allocates from wire counts);
-//! - [`batch_bounds`]: the same for a produced record batch's record and header counts;
+//! - [`batch_bounds`]: the same for a produced record batch's record and header counts, and
+//!   its offset range against its record count (Kafka's `LogValidator.validateBatch`);
 //! - [`decompress`]: a batch's records decompressed streaming, capped at `max.message.bytes`.
 //!
 //! As in Kafka, a connection's requests are handled one at a time and answered in order; a
@@ -26,8 +32,10 @@ pub mod bounds;
 pub mod decompress;
 pub mod errors;
 pub mod groups;
+pub mod producers;
 pub mod records;
 pub mod schema;
+pub mod txn;
 pub mod versions;
 
 use std::sync::Arc;
@@ -40,8 +48,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
+use crate::broker::Broker;
 use crate::http::ConnectionLimits;
-use crate::server::Broker;
 
 /// What one connection's handlers share: the broker and this listener's advertised address.
 pub struct KafkaContext {
@@ -49,6 +57,8 @@ pub struct KafkaContext {
     pub broker: Arc<Broker>,
     /// The group coordinator the HTTP API uses too.
     pub coordinator: Arc<crate::group::GroupCoordinator>,
+    /// The transaction coordinator.
+    pub transactions: Arc<crate::txn::TransactionCoordinator>,
     /// `HOST:PORT` this broker gives Kafka clients for itself.
     pub advertised: String,
 }
@@ -304,6 +314,7 @@ async fn handle_frame(
         ApiKey::ListOffsets => records::list_offsets(&mut request, context).await?,
         ApiKey::OffsetForLeaderEpoch => records::offset_for_leader_epoch(&mut request, context)?,
         ApiKey::DeleteRecords => records::delete_records(&mut request, context).await?,
+        ApiKey::InitProducerId => producers::init_producer_id(&mut request, context).await?,
         ApiKey::FindCoordinator => groups::find_coordinator(&mut request, context).await?,
         ApiKey::JoinGroup => groups::join_group(&mut request, context).await?,
         ApiKey::SyncGroup => groups::sync_group(&mut request, context).await?,
@@ -311,6 +322,8 @@ async fn handle_frame(
         ApiKey::LeaveGroup => groups::leave_group(&mut request, context).await?,
         ApiKey::OffsetCommit => groups::offset_commit(&mut request, context).await?,
         ApiKey::OffsetFetch => groups::offset_fetch(&mut request, context).await?,
+        ApiKey::AddPartitionsToTxn => txn::add_partitions_to_txn(&mut request, context).await?,
+        ApiKey::EndTxn => txn::end_txn(&mut request, context).await?,
         other => return Err(protocol(format!("{other:?} is not served"))),
     };
     match answer {

@@ -1,13 +1,15 @@
-//! Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords over the same
-//! functions as the HTTP API (`crate::api::records`), so both front doors append, read and
-//! refuse alike.
+//! Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords: Kafka's framing over
+//! the operations of [`crate::ops`] that the HTTP routes call too, so both front doors append,
+//! read and refuse alike.
 
 use bytes::{Bytes, BytesMut};
 use futures::future::{join_all, select_all, FutureExt};
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -18,7 +20,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{
     DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse, ListOffsetsRequest,
     ListOffsetsResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest,
-    ProduceResponse,
+    ProduceResponse, ProducerId,
 };
 use kafka_protocol::records::{
     Compression, Record as WireRecord, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
@@ -33,14 +35,19 @@ use super::errors::{
 use super::{
     partition_index, reply, topic_text, wire, ConnectionError, KafkaContext, Reply, Request,
 };
-use crate::api::records::{
-    consumer_offsets, delete_records_before, fetch_records, produce_records, Acks, FetchParams,
-    ProduceInput,
-};
+use crate::broker::Broker;
 use crate::error::{ApiError, ErrorKind};
-use crate::partition::Isolation;
-use crate::server::now_ms;
-use crate::storage::{Record, StoredRecord};
+use crate::ops::fetch::{
+    fetch_records, FetchParams, FETCH_MAX_BYTES_LIMIT, FETCH_MAX_WAIT_LIMIT_MS,
+};
+use crate::ops::offsets::{
+    consumer_offsets_at, delete_records_before, end_offset_for_epoch, epoch_at,
+    offset_for_timestamp, TimestampSearch,
+};
+use crate::ops::produce::{produce_records, Acks, ProduceInput};
+use crate::partition::{Isolation, PartitionOffsets};
+use crate::storage::{ProducerStamp, Record, StampKind, StoredRecord};
+use tidewater_kafka_model::ErrorCode;
 
 /// Why a partition's records were refused before any append, with Kafka's code.
 struct Refused {
@@ -55,13 +62,16 @@ fn refused(code: i16, message: impl Into<String>) -> Refused {
     }
 }
 
-/// Decodes one partition's `records` of a produce into storage records: exactly one v2 batch
-/// (as Kafka requires of produce v3+), no idempotent or transactional producer state, no
-/// control records, no headers and no null values (this broker stores neither), and a
-/// compression this build decodes. The batch's header and its records are bounded first
-/// ([`batch_bounds`]), so the crate's decoder never reserves room for counts the bytes do
-/// not hold.
-fn decode_produce_records(records: &Bytes, max_message_bytes: u64) -> Result<Vec<Record>, Refused> {
+/// Decodes one partition's `records` of a produce into storage records and the idempotent
+/// producer's stamp of the batch: exactly one v2 batch (as Kafka requires of produce v3+), not
+/// transactional, no control records, no headers and no null values (this broker stores
+/// neither), and a compression this build decodes. The batch's header and its records are
+/// bounded first ([`batch_bounds`]), so the crate's decoder never reserves room for counts
+/// the bytes do not hold.
+fn decode_produce_records(
+    records: &Bytes,
+    max_message_bytes: u64,
+) -> Result<(Vec<Record>, Option<ProducerStamp>), Refused> {
     let invalid = |message: String| refused(code(ErrorKind::InvalidRecord), message);
     // The batch header's attributes (bytes 21..23 of a v2 batch) name its compression; a
     // codec this build cannot decode is answered as such before anything else is checked.
@@ -80,6 +90,7 @@ fn decode_produce_records(records: &Bytes, max_message_bytes: u64) -> Result<Vec
             "a produce must carry exactly one record batch per partition".into(),
         ));
     }
+    batch_bounds::check_offset_range(records, &header).map_err(refusal)?;
     // The records are checked where the crate hands them over, after decompression, since a
     // compressed batch's counts can only be checked against its uncompressed bytes.
     let records_refusal = std::cell::RefCell::new(None);
@@ -116,20 +127,24 @@ fn decode_produce_records(records: &Bytes, max_message_bytes: u64) -> Result<Vec
     let Some(first) = set.records.first() else {
         return Err(invalid("the record batch is empty".into()));
     };
-    if first.transactional || first.control {
+    if first.control {
+        // Kafka's `LogValidator`: only the coordinator's WriteTxnMarkers writes markers.
         return Err(invalid(
-            "transactional and control batches are not supported".into(),
+            "clients are not allowed to write control records".into(),
         ));
     }
-    if first.producer_id != NO_PRODUCER_ID {
-        return Err(invalid(format!(
-            "producer id {} given, but idempotent producers are not supported (InitProducerId \
-             is not served)",
-            first.producer_id
-        )));
+    let mut producer = producer_stamp(records).map_err(invalid)?;
+    if first.transactional {
+        let Some(stamp) = producer.as_mut() else {
+            return Err(invalid(
+                "a transactional record batch without a producer id".into(),
+            ));
+        };
+        stamp.kind = StampKind::Transactional;
     }
-    let now = now_ms();
-    set.records
+    let now = crate::clock::timestamp_ms();
+    let records = set
+        .records
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
@@ -149,7 +164,33 @@ fn decode_produce_records(records: &Bytes, max_message_bytes: u64) -> Result<Vec
                 timestamp_ms: if r.timestamp < 0 { now } else { r.timestamp },
             })
         })
-        .collect()
+        .collect::<Result<Vec<Record>, Refused>>()?;
+    Ok((records, producer))
+}
+
+/// The idempotent producer's id, epoch and base sequence from a v2 batch header (bytes 43..57,
+/// already bounded): `None` for producer id -1 (no idempotence). As Kafka's
+/// `LogValidator.validateBatch`, a producer id with a negative base sequence (or epoch) is
+/// INVALID_RECORD.
+fn producer_stamp(batch: &[u8]) -> Result<Option<ProducerStamp>, String> {
+    let producer_id = i64::from_be_bytes(batch[43..51].try_into().expect("8 bytes"));
+    let producer_epoch = i16::from_be_bytes([batch[51], batch[52]]);
+    let sequence = i32::from_be_bytes(batch[53..57].try_into().expect("4 bytes"));
+    if producer_id == NO_PRODUCER_ID {
+        return Ok(None);
+    }
+    if producer_id < 0 || producer_epoch < 0 || sequence < 0 {
+        return Err(format!(
+            "invalid producer id {producer_id}, epoch {producer_epoch} or sequence number \
+             {sequence} in a record batch with a producer id"
+        ));
+    }
+    Ok(Some(ProducerStamp {
+        producer_id,
+        producer_epoch,
+        sequence,
+        kind: StampKind::Idempotent,
+    }))
 }
 
 /// A batch refusal as Kafka answers it.
@@ -216,12 +257,6 @@ pub async fn produce(
                         format!("acks must be -1, 0 or 1, got {}", body.acks),
                     );
                 };
-                if transactional {
-                    return fail(
-                        code(ErrorKind::InvalidRequest),
-                        "transactions are not supported".into(),
-                    );
-                }
                 let Some(index) = partition_index(p.index) else {
                     return fail(
                         code(ErrorKind::UnknownTopicOrPartition),
@@ -239,32 +274,49 @@ pub async fn produce(
                     .map_or(broker.config.message_max_bytes, |t| {
                         t.config.log_config(&broker.config).max_message_bytes
                     });
-                let records_vec = match decode_produce_records(records, max_message_bytes) {
-                    Ok(records) => records,
-                    Err(refused) => return fail(refused.code, refused.message),
+                let log_start = || {
+                    broker
+                        .topics
+                        .partition(&name, index)
+                        .map(|p| p.offsets().log_start_offset as i64)
+                        .unwrap_or(-1)
                 };
+                let (records_vec, producer) =
+                    match decode_produce_records(records, max_message_bytes) {
+                        Ok(decoded) => decoded,
+                        Err(refused) => {
+                            return fail(refused.code, refused.message).with_log_start_offset(
+                                failed_log_start(version, refused.code, log_start),
+                            )
+                        }
+                    };
+                // Kafka's `KafkaApis.handleProduceRequest`: transactional records need the
+                // request's transactional id (its authorization fails without one).
+                if producer.is_some_and(|p| p.kind.transactional()) && !transactional {
+                    return fail(
+                        ErrorCode::TransactionalIdAuthorizationFailed.code(),
+                        "transactional records in a produce without a transactional id".into(),
+                    );
+                }
                 let input = ProduceInput {
                     acks,
                     timeout_ms,
                     leader_epoch: None,
                     records: records_vec,
                     batch_bytes: records.len() as u64,
+                    producer,
                 };
                 match produce_records(broker, &name, index, input).await {
-                    Ok(produced) => {
-                        let log_start = broker
-                            .topics
-                            .partition(&name, index)
-                            .map(|p| p.offsets().log_start_offset as i64)
-                            .unwrap_or(-1);
-                        answer
-                            .with_base_offset(produced.base_offset.map_or(-1, |o| o as i64))
-                            // The log start offset is in the answer from v5.
-                            .with_log_start_offset(if version >= 5 { log_start } else { -1 })
-                    }
+                    Ok(produced) => answer
+                        .with_base_offset(produced.base_offset.map_or(-1, |o| o as i64))
+                        // A duplicate's is the original batch's max timestamp, as Kafka's.
+                        .with_log_append_time_ms(produced.log_append_time_ms.unwrap_or(-1))
+                        // The log start offset is in the answer from v5.
+                        .with_log_start_offset(if version >= 5 { log_start() } else { -1 }),
                     Err(error) => {
                         let (code, message) = of(&error);
                         fail(code, message)
+                            .with_log_start_offset(failed_log_start(version, code, log_start))
                     }
                 }
             }
@@ -293,35 +345,73 @@ pub async fn produce(
     Ok(reply(ProduceResponse::default().with_responses(topics)))
 }
 
-/// Encodes `records` as v2 batches, one per run of records of the same leader epoch, so a
-/// consumer sees each record's epoch as Kafka stores it (KIP-320 uses it to detect
-/// truncation).
+/// The log start offset of a failed produce's answer, as Kafka's
+/// `ReplicaManager.appendToLocalLog` gives it: none (-1) for an unknown partition, a
+/// non-leader, a batch too large or corrupt, or a storage error; the partition's log start
+/// offset for every other failure at the leader (INVALID_RECORD, NOT_ENOUGH_REPLICAS, ...).
+/// In the answer from v5.
+fn failed_log_start(version: i16, error_code: i16, log_start: impl Fn() -> i64) -> i64 {
+    const WITHOUT: &[ErrorKind] = &[
+        ErrorKind::UnknownTopicOrPartition,
+        ErrorKind::NotLeaderOrFollower,
+        ErrorKind::MessageTooLarge,
+        ErrorKind::KafkaStorageError,
+    ];
+    let without = error_code == CORRUPT_MESSAGE || WITHOUT.iter().any(|k| code(*k) == error_code);
+    if version < 5 || without {
+        -1
+    } else {
+        log_start()
+    }
+}
+
+/// Encodes `records` as v2 batches, one per run of records of the same leader epoch and
+/// producer, so a consumer sees each record's epoch as Kafka stores it (KIP-320 uses it to
+/// detect truncation) and an idempotent or transactional producer's id, epoch and sequences
+/// as it wrote them, with Kafka's transactional and control bits; a marker is a batch of its
+/// own (base sequence -1, as Kafka writes control batches).
 pub fn encode_batches(records: &[StoredRecord]) -> Result<Bytes, ConnectionError> {
     let mut buf = BytesMut::new();
     let options = RecordEncodeOptions {
         version: 2,
         compression: Compression::None,
     };
-    for run in records.chunk_by(|a, b| a.leader_epoch == b.leader_epoch) {
+    let same_batch = |a: &StoredRecord, b: &StoredRecord| {
+        let producer = |r: &StoredRecord| {
+            r.producer
+                .map(|p| (p.producer_id, p.producer_epoch, p.kind))
+        };
+        a.leader_epoch == b.leader_epoch
+            && producer(a) == producer(b)
+            && !a.producer.is_some_and(|p| p.kind.control())
+    };
+    for run in records.chunk_by(same_batch) {
         let first = run[0].offset;
         let wire_records: Vec<WireRecord> = run
             .iter()
-            .map(|r| WireRecord {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: r.leader_epoch as i32,
-                producer_id: NO_PRODUCER_ID,
-                producer_epoch: NO_PRODUCER_EPOCH,
-                timestamp_type: TimestampType::Creation,
-                offset: r.offset as i64,
-                // Constant offset - sequence keeps the run in one batch; the base sequence is
-                // -1, as for a producer without idempotence.
-                sequence: (r.offset - first) as i32 - 1,
-                timestamp: r.timestamp_ms,
-                key: r.key.as_ref().map(|k| Bytes::copy_from_slice(k)),
-                value: Some(Bytes::copy_from_slice(&r.value)),
-                headers: Default::default(),
+            .map(|r| {
+                let kind = r.producer.map(|p| p.kind).unwrap_or_default();
+                WireRecord {
+                    transactional: kind.transactional(),
+                    control: kind.control(),
+                    delete_horizon: false,
+                    partition_leader_epoch: r.leader_epoch as i32,
+                    producer_id: r.producer.map_or(NO_PRODUCER_ID, |p| p.producer_id),
+                    producer_epoch: r.producer.map_or(NO_PRODUCER_EPOCH, |p| p.producer_epoch),
+                    timestamp_type: TimestampType::Creation,
+                    offset: r.offset as i64,
+                    // The crate keeps records in one batch while offset - sequence is constant.
+                    // Without a producer (and for a marker) the base sequence is -1, as Kafka
+                    // writes it.
+                    sequence: match r.producer {
+                        Some(p) if !kind.control() => p.sequence,
+                        _ => (r.offset - first) as i32 - 1,
+                    },
+                    timestamp: r.timestamp_ms,
+                    key: r.key.as_ref().map(|k| Bytes::copy_from_slice(k)),
+                    value: Some(Bytes::copy_from_slice(&r.value)),
+                    headers: Default::default(),
+                }
             })
             .collect();
         RecordBatchEncoder::encode(&mut buf, &wire_records, &options)
@@ -356,9 +446,14 @@ pub async fn fetch(
                 .with_session_id(0),
         ));
     }
-    // Consumers read below the HW at either isolation level: without transactions the last
-    // stable offset is the HW.
-    let isolation = Isolation::Committed;
+    // READ_UNCOMMITTED reads below the HW, READ_COMMITTED below the last stable offset.
+    let isolation = if body.isolation_level == 1
+        && !broker.config.bugs.on(crate::bugs::Bug::TxnLsoIgnoresOpen)
+    {
+        Isolation::Stable
+    } else {
+        Isolation::Committed
+    };
     let mut asks = Vec::new();
     for topic in &body.topics {
         for p in &topic.partitions {
@@ -369,7 +464,7 @@ pub async fn fetch(
                     offset: p.fetch_offset,
                     max_bytes: u64::try_from(p.partition_max_bytes)
                         .unwrap_or(0)
-                        .min(crate::api::records::FETCH_MAX_BYTES_LIMIT),
+                        .min(FETCH_MAX_BYTES_LIMIT),
                     max_wait_ms: 0,
                     isolation,
                     leader_epoch: u32::try_from(p.current_leader_epoch).ok(),
@@ -383,7 +478,7 @@ pub async fn fetch(
         .all(|r| matches!(r, Ok((records, _)) if records.is_empty()));
     let max_wait_ms = u64::try_from(body.max_wait_ms)
         .unwrap_or(0)
-        .min(crate::api::records::FETCH_MAX_WAIT_LIMIT_MS);
+        .min(FETCH_MAX_WAIT_LIMIT_MS);
     if nothing && max_wait_ms > 0 && !asks.is_empty() {
         // Long poll: the first partition with records (or the wait's end) answers for all.
         let waits = asks.iter().map(|ask| {
@@ -419,19 +514,33 @@ pub async fn fetch(
                     records.clear();
                 }
                 total += size;
+                let last_stable_offset = reported_last_stable_offset(broker, &offsets);
+                // Kafka's `collectAbortedTransactions` over what is returned.
+                let aborted = (body.isolation_level == 1).then(|| {
+                    let from = u64::try_from(ask.params.offset).unwrap_or(0);
+                    let to = records.last().map_or(from, |r| r.offset + 1);
+                    aborted_transactions(broker, &ask.topic, ask.partition, from, to)
+                });
                 data.with_high_watermark(offsets.high_watermark as i64)
-                    .with_last_stable_offset(offsets.high_watermark as i64)
+                    .with_last_stable_offset(last_stable_offset as i64)
                     // The log start offset is in the answer from v5.
                     .with_log_start_offset(if version >= 5 {
                         offsets.log_start_offset as i64
                     } else {
                         -1
                     })
-                    .with_aborted_transactions(Some(Vec::new()))
+                    // Kafka answers the list to READ_COMMITTED fetches only, and null to
+                    // READ_UNCOMMITTED ones (`LocalLog.read`).
+                    .with_aborted_transactions(aborted)
                     .with_records(Some(encode_batches(&records)?))
             }
             Err(error) => data
                 .with_error_code(code(error.kind))
+                // Kafka answers an unknown partition before reading (an empty list) and the
+                // log's refusals without one (null).
+                .with_aborted_transactions(
+                    (error.kind == ErrorKind::UnknownTopicOrPartition).then(Vec::new),
+                )
                 .with_records(Some(Bytes::new())),
         };
         match topics.last_mut() {
@@ -450,11 +559,45 @@ pub async fn fetch(
     ))
 }
 
+/// The last stable offset a fetch reports: the partition's, or the HW under the deliberate
+/// bug `txn.lso.ignores.open`.
+fn reported_last_stable_offset(broker: &Broker, offsets: &PartitionOffsets) -> u64 {
+    if broker.config.bugs.on(crate::bugs::Bug::TxnLsoIgnoresOpen) {
+        offsets.high_watermark
+    } else {
+        offsets.last_stable_offset
+    }
+}
+
+/// The aborted transactions of `topic`/`partition` whose records may lie in `[from, to)`.
+fn aborted_transactions(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    from: u64,
+    to: u64,
+) -> Vec<AbortedTransaction> {
+    let Some(index) = partition_index(partition) else {
+        return Vec::new();
+    };
+    let Ok(log) = broker.topics.partition(topic, index) else {
+        return Vec::new();
+    };
+    log.aborted_transactions(from, to)
+        .into_iter()
+        .map(|a| {
+            AbortedTransaction::default()
+                .with_producer_id(ProducerId(a.producer_id))
+                .with_first_offset(a.first_offset as i64)
+        })
+        .collect()
+}
+
 /// Reads every asked partition without waiting.
 async fn read_all(
-    broker: &crate::server::Broker,
+    broker: &Broker,
     asks: &[FetchAsk],
-) -> Vec<Result<(Vec<StoredRecord>, crate::partition::PartitionOffsets), ApiError>> {
+) -> Vec<Result<(Vec<StoredRecord>, PartitionOffsets), ApiError>> {
     join_all(asks.iter().map(|ask| async move {
         match partition_index(ask.partition) {
             Some(index) => fetch_records(broker, &ask.topic, index, ask.params).await,
@@ -468,59 +611,6 @@ async fn read_all(
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
-
-/// The epoch of the record at `offset` (the newest epoch that starts at or below it).
-fn epoch_at(broker: &crate::server::Broker, topic: &str, index: u32, offset: u64) -> i32 {
-    let Ok(partition) = broker.topics.partition(topic, index) else {
-        return -1;
-    };
-    let state = partition.lock();
-    state
-        .log
-        .epochs()
-        .entries()
-        .iter()
-        .rev()
-        .find(|e| e.start_offset <= offset)
-        .map_or(-1, |e| e.epoch as i32)
-}
-
-/// Scans the committed records for the first with a timestamp at or after `target`, or the
-/// one with the largest timestamp (MAX_TIMESTAMP). This broker keeps no time index, so the
-/// scan reads the log.
-async fn scan_timestamps(
-    context: &KafkaContext,
-    topic: &str,
-    index: u32,
-    target: i64,
-    from: u64,
-) -> Result<Option<(u64, i64)>, ApiError> {
-    let mut offset = from;
-    let mut best: Option<(u64, i64)> = None;
-    loop {
-        let params = FetchParams {
-            offset: offset as i64,
-            max_bytes: 1 << 20,
-            max_wait_ms: 0,
-            isolation: Isolation::Committed,
-            leader_epoch: None,
-        };
-        let (records, _) = fetch_records(&context.broker, topic, index, params).await?;
-        let Some(last) = records.last() else {
-            return Ok(best);
-        };
-        offset = last.offset + 1;
-        for record in &records {
-            if target == MAX_TIMESTAMP {
-                if best.is_none_or(|(_, t)| record.timestamp_ms > t) {
-                    best = Some((record.offset, record.timestamp_ms));
-                }
-            } else if record.timestamp_ms >= target {
-                return Ok(Some((record.offset, record.timestamp_ms)));
-            }
-        }
-    }
-}
 
 /// ListOffsets: earliest (the log start offset), latest (the HW), a timestamp (the first
 /// committed record at or after it) and MAX_TIMESTAMP, on the leader, with KIP-320 epochs.
@@ -544,19 +634,21 @@ pub async fn list_offsets(
             let outcome = async {
                 let index = partition_index(p.partition_index)
                     .ok_or_else(|| ApiError::unknown_topic(&name, None))?;
-                if let (Some(cluster), Ok(epoch)) =
-                    (&broker.cluster, u32::try_from(p.current_leader_epoch))
-                {
-                    cluster.check_consumer_read_at(&name, index, Some(epoch))?;
-                }
-                let offsets = consumer_offsets(broker, &name, index)?;
+                let client_epoch = u32::try_from(p.current_leader_epoch).ok();
+                let offsets = consumer_offsets_at(broker, &name, index, client_epoch)?;
+                let search = |search| {
+                    offset_for_timestamp(broker, &name, index, search, offsets.log_start_offset)
+                };
                 let found = match p.timestamp {
                     EARLIEST => Some((offsets.log_start_offset, -1)),
-                    LATEST => Some((offsets.high_watermark, -1)),
-                    target if target == MAX_TIMESTAMP || target >= 0 => {
-                        scan_timestamps(context, &name, index, target, offsets.log_start_offset)
-                            .await?
+                    // READ_COMMITTED's latest is the last stable offset (Kafka's
+                    // `fetchOffsetForTimestamp` with isolation level 1).
+                    LATEST if body.isolation_level == 1 => {
+                        Some((reported_last_stable_offset(broker, &offsets), -1))
                     }
+                    LATEST => Some((offsets.high_watermark, -1)),
+                    MAX_TIMESTAMP => search(TimestampSearch::Largest).await?,
+                    target if target >= 0 => search(TimestampSearch::AtOrAfter(target)).await?,
                     other => {
                         return Err(ApiError::invalid_request(format!(
                             "timestamp {other} is not served (-1 latest, -2 earliest, -3 max, or a time)"
@@ -569,7 +661,8 @@ pub async fn list_offsets(
                     } else {
                         offset
                     };
-                    (offset, timestamp, epoch_at(broker, &name, index, epoch_offset))
+                    let epoch = epoch_at(broker, &name, index, epoch_offset);
+                    (offset, timestamp, epoch.map_or(-1, |e| e as i32))
                 }))
             }
             .await;
@@ -611,27 +704,12 @@ pub fn offset_for_leader_epoch(
                     .with_partition(p.partition)
                     .with_leader_epoch(-1)
                     .with_end_offset(-1);
-                let outcome = (|| {
-                    let index = partition_index(p.partition)
-                        .ok_or_else(|| ApiError::unknown_topic(&name, None))?;
-                    let current = u32::try_from(p.current_leader_epoch).ok();
-                    let partition = broker.topics.partition(&name, index)?;
-                    match &broker.cluster {
-                        Some(cluster) => cluster.check_consumer_read_at(&name, index, current)?,
-                        None => crate::replication::manager::check_client_leader_epoch(
-                            current,
-                            partition.offsets().leader_epoch,
-                        )?,
-                    }
-                    let requested = u32::try_from(p.leader_epoch).map_err(|_| {
-                        ApiError::invalid_request(format!(
-                            "leader epoch {} is negative",
-                            p.leader_epoch
-                        ))
-                    })?;
-                    let state = partition.lock();
-                    Ok::<_, ApiError>(state.log.end_offset_for_epoch(requested))
-                })();
+                let outcome = partition_index(p.partition)
+                    .ok_or_else(|| ApiError::unknown_topic(&name, None))
+                    .and_then(|index| {
+                        let current = u32::try_from(p.current_leader_epoch).ok();
+                        end_offset_for_epoch(broker, &name, index, current, p.leader_epoch)
+                    });
                 match outcome {
                     Ok(Some((epoch, end))) => answer
                         .with_leader_epoch(epoch as i32)

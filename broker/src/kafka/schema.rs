@@ -316,6 +316,32 @@ const DELETE_RECORDS: Struct = fields(&[
     from("TimeoutMs", Ty::I32, 0),
 ]);
 
+const INIT_PRODUCER_ID: Struct = fields(&[
+    from("TransactionalId", Ty::Str, 0),
+    from("TransactionTimeoutMs", Ty::I32, 0),
+    from("ProducerId", Ty::I64, 3),
+    from("ProducerEpoch", Ty::I16, 3),
+]);
+
+// AddPartitionsToTxn's client form (v0-3, the versions served; v4+ batch transactions).
+const ADD_PARTITIONS_TOPIC: Struct = fields(&[
+    from("Name", Ty::Str, 0),
+    from("Partitions", Ty::List(&Ty::I32), 0),
+]);
+const ADD_PARTITIONS_TO_TXN: Struct = fields(&[
+    from("V3AndBelowTransactionalId", Ty::Str, 0),
+    from("V3AndBelowProducerId", Ty::I64, 0),
+    from("V3AndBelowProducerEpoch", Ty::I16, 0),
+    from("V3AndBelowTopics", Ty::Structs(&ADD_PARTITIONS_TOPIC), 0),
+]);
+
+const END_TXN: Struct = fields(&[
+    from("TransactionalId", Ty::Str, 0),
+    from("ProducerId", Ty::I64, 0),
+    from("ProducerEpoch", Ty::I16, 0),
+    from("Committed", Ty::Bool, 0),
+]);
+
 const EPOCH_PARTITION: Struct = fields(&[
     from("Partition", Ty::I32, 0),
     from("CurrentLeaderEpoch", Ty::I32, 2),
@@ -355,7 +381,10 @@ pub const REQUESTS: &[RequestSchema] = &[
     request(ApiKey::CreateTopics, 5, CREATE_TOPICS),
     request(ApiKey::DeleteTopics, 4, DELETE_TOPICS),
     request(ApiKey::DeleteRecords, 2, DELETE_RECORDS),
+    request(ApiKey::InitProducerId, 2, INIT_PRODUCER_ID),
     request(ApiKey::OffsetForLeaderEpoch, 4, OFFSET_FOR_LEADER_EPOCH),
+    request(ApiKey::AddPartitionsToTxn, 3, ADD_PARTITIONS_TO_TXN),
+    request(ApiKey::EndTxn, 3, END_TXN),
 ];
 
 /// The request description of `key`, or `None` for an API not described (not served).

@@ -30,6 +30,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 4),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 

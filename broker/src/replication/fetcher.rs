@@ -10,12 +10,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::manager::{Replica, ReplicaManager, RETRY_BACKOFF_MS};
+use super::manager::{ReplicaManager, RETRY_BACKOFF_MS};
 use super::protocol::{
     OffsetsForLeaderEpochRequest, OffsetsForLeaderEpochResponse, ReplicaFetchOffsets,
     ReplicaFetchRequest, HEADER_HIGH_WATERMARK, HEADER_LEADER_EPOCH, HEADER_LOG_END_OFFSET,
     HEADER_LOG_START_OFFSET,
 };
+use super::replica::Replica;
 use super::truncation::truncation_round;
 use crate::bugs::Bug;
 use crate::partition::Partition;

@@ -7,29 +7,53 @@
 //!      0     8  base_offset        offset of the first record
 //!      8     4  length             bytes that follow this field (whole batch = 12 + length)
 //!     12     4  leader_epoch       epoch of the leader that appended the batch
-//!     16     1  magic              format version, always 1
+//!     16     1  magic              format version: 1, or 2 for an idempotent producer's batch
 //!     17     4  crc                CRC-32C of bytes [0, 17) and [21, end): everything but itself
 //!     21     4  record_count       >= 1; record i has offset base_offset + i
 //!     25     8  max_timestamp_ms   largest record timestamp (used by time retention)
-//!     33     …  records            record_count times:
+//!  magic 2 only (an idempotent producer's batch, Kafka's batch header fields of the same names):
+//!     33     8  producer_id        >= 0
+//!     41     2  producer_epoch     >= 0
+//!     43     4  base_sequence      >= 0, the first record's; record i has base_sequence + i
+//!                                  (wrapping from i32::MAX to 0)
+//!  magic 3 only (a transactional producer's batch or a transaction marker):
+//!     47     1  kind               1 transactional records, 2 commit marker, 3 abort marker
+//!  33/47/48  …  records            record_count times:
 //!                                    timestamp_ms i64, key_length i32 (-1 = null key), key,
 //!                                    value_length u32, value
 //! ```
+//!
+//! Batches without a producer keep magic 1, and an idempotent producer's magic 2, byte for
+//! byte what they were before producers and then transactions were stored, so logs written
+//! before read as they did and their sizes do not change. A marker's one record is Kafka's
+//! control record: key version 0 and type (0 abort, 1 commit) as two big-endian i16, value
+//! version 0 and the coordinator epoch (i16, i32).
 //!
 //! Unlike Kafka, the CRC also covers the base offset, length and epoch: Tidewater re-encodes
 //! every batch it appends, so it never needs to patch those fields in place, and covering them
 //! means any single damaged byte of a batch is detected.
 
-use super::{Batch, StoredRecord};
+use super::{Batch, ProducerStamp, StampKind, StoredRecord};
 
-/// Bytes of the fixed batch header that precede the records.
+/// Bytes of the fixed batch header that precede the records (magic 1), and the prefix of
+/// every header that [`BatchHeader::parse`] reads.
 pub const HEADER_LEN: usize = 33;
+/// Bytes of the header of a producer's batch (magic 2): the fixed header and the producer
+/// fields.
+pub const PRODUCER_HEADER_LEN: usize = HEADER_LEN + 14;
+/// Bytes of the header of a transactional batch or marker (magic 3): the producer header and
+/// the kind.
+pub const TXN_HEADER_LEN: usize = PRODUCER_HEADER_LEN + 1;
 /// Bytes that precede the records' share of `length`: base offset and the length field itself.
 pub const LOG_OVERHEAD: usize = 12;
 /// Fixed bytes per record besides key and value.
 pub const RECORD_OVERHEAD: usize = 16;
-/// The only batch format version this code writes and reads.
+/// The batch format version of a batch without a producer.
 pub const MAGIC: u8 = 1;
+/// The batch format version of an idempotent producer's batch.
+pub const MAGIC_PRODUCER: u8 = 2;
+/// The batch format version of a transactional producer's batch or a marker.
+pub const MAGIC_TXN: u8 = 3;
 
 const CRC_POS: usize = 17;
 const CRC_END: usize = CRC_POS + 4;
@@ -56,9 +80,39 @@ pub struct BatchHeader {
     pub record_count: u32,
     /// Largest record timestamp in the batch.
     pub max_timestamp_ms: i64,
+    /// [`MAGIC`], [`MAGIC_PRODUCER`] when producer fields follow the fixed header, or
+    /// [`MAGIC_TXN`] when the kind follows them.
+    pub magic: u8,
+}
+
+/// Bytes of the header of a batch of `producer` (or of none).
+pub fn header_len(producer: Option<ProducerStamp>) -> usize {
+    header_len_of_magic(magic_of(producer))
+}
+
+/// The magic a batch of `producer` (or of none) is written with.
+fn magic_of(producer: Option<ProducerStamp>) -> u8 {
+    match producer {
+        None => MAGIC,
+        Some(p) if p.kind.is_idempotent() => MAGIC_PRODUCER,
+        Some(_) => MAGIC_TXN,
+    }
+}
+
+fn header_len_of_magic(magic: u8) -> usize {
+    match magic {
+        MAGIC_PRODUCER => PRODUCER_HEADER_LEN,
+        MAGIC_TXN => TXN_HEADER_LEN,
+        _ => HEADER_LEN,
+    }
 }
 
 impl BatchHeader {
+    /// Where the records start in the batch's bytes.
+    pub fn records_start(&self) -> usize {
+        header_len_of_magic(self.magic)
+    }
+
     /// Offset one past the last record of the batch.
     pub fn next_offset(&self) -> u64 {
         self.base_offset + u64::from(self.record_count)
@@ -72,12 +126,12 @@ impl BatchHeader {
         }
         let length = be_u32(bytes, 8) as usize;
         let magic = bytes[16];
-        if magic != MAGIC {
+        if !matches!(magic, MAGIC | MAGIC_PRODUCER | MAGIC_TXN) {
             return Err(BatchError::Corrupt(format!("unknown batch magic {magic}")));
         }
         let record_count = be_u32(bytes, 21);
         let records_len = length
-            .checked_sub(HEADER_LEN - LOG_OVERHEAD)
+            .checked_sub(header_len_of_magic(magic) - LOG_OVERHEAD)
             .ok_or_else(|| {
                 BatchError::Corrupt(format!("batch length {length} shorter than its header"))
             })?;
@@ -98,8 +152,51 @@ impl BatchHeader {
             leader_epoch: be_u32(bytes, 12),
             record_count,
             max_timestamp_ms: be_i64(bytes, 25),
+            magic,
         })
     }
+}
+
+/// The producer fields of the batch whose whole bytes (at least its header) are `bytes`, when
+/// its magic says it has them. Negative fields are corrupt.
+pub fn producer_of(
+    bytes: &[u8],
+    header: &BatchHeader,
+) -> Result<Option<ProducerStamp>, BatchError> {
+    if header.magic == MAGIC {
+        return Ok(None);
+    }
+    if bytes.len() < header.records_start() {
+        return Err(BatchError::Incomplete);
+    }
+    let kind = if header.magic == MAGIC_TXN {
+        match bytes[PRODUCER_HEADER_LEN] {
+            1 => StampKind::Transactional,
+            2 => StampKind::Commit,
+            3 => StampKind::Abort,
+            other => {
+                return Err(BatchError::Corrupt(format!(
+                    "batch at offset {} has an unknown kind {other}",
+                    header.base_offset
+                )))
+            }
+        }
+    } else {
+        StampKind::Idempotent
+    };
+    let stamp = ProducerStamp {
+        producer_id: be_u64(bytes, HEADER_LEN) as i64,
+        producer_epoch: i16::from_be_bytes([bytes[41], bytes[42]]),
+        sequence: be_u32(bytes, 43) as i32,
+        kind,
+    };
+    if stamp.producer_id < 0 || stamp.producer_epoch < 0 || stamp.sequence < 0 {
+        return Err(BatchError::Corrupt(format!(
+            "batch at offset {} has a negative producer field: {stamp:?}",
+            header.base_offset
+        )));
+    }
+    Ok(Some(stamp))
 }
 
 /// Appends one batch to a byte buffer, record by record, without intermediate allocations.
@@ -111,16 +208,41 @@ pub struct BatchEncoder<'a> {
 }
 
 impl<'a> BatchEncoder<'a> {
-    /// Starts a batch at the end of `out`.
+    /// Starts a batch without a producer at the end of `out`.
     pub fn new(out: &'a mut Vec<u8>, base_offset: u64, leader_epoch: u32) -> BatchEncoder<'a> {
+        BatchEncoder::with_producer(out, base_offset, leader_epoch, None)
+    }
+
+    /// Starts a batch at the end of `out`, with the producer's fields when it has one (magic 2).
+    pub fn with_producer(
+        out: &'a mut Vec<u8>,
+        base_offset: u64,
+        leader_epoch: u32,
+        producer: Option<ProducerStamp>,
+    ) -> BatchEncoder<'a> {
         let start = out.len();
         out.extend_from_slice(&base_offset.to_be_bytes());
         out.extend_from_slice(&0u32.to_be_bytes()); // length, patched in finish()
         out.extend_from_slice(&leader_epoch.to_be_bytes());
-        out.push(MAGIC);
+        out.push(magic_of(producer));
         out.extend_from_slice(&0u32.to_be_bytes()); // crc, patched in finish()
         out.extend_from_slice(&0u32.to_be_bytes()); // record_count, patched in finish()
         out.extend_from_slice(&0i64.to_be_bytes()); // max_timestamp_ms, patched in finish()
+        if let Some(stamp) = producer {
+            assert!(
+                stamp.producer_id >= 0 && stamp.producer_epoch >= 0 && stamp.sequence >= 0,
+                "producer fields are never negative: {stamp:?}"
+            );
+            out.extend_from_slice(&stamp.producer_id.to_be_bytes());
+            out.extend_from_slice(&stamp.producer_epoch.to_be_bytes());
+            out.extend_from_slice(&stamp.sequence.to_be_bytes());
+            match stamp.kind {
+                StampKind::Idempotent => {}
+                StampKind::Transactional => out.push(1),
+                StampKind::Commit => out.push(2),
+                StampKind::Abort => out.push(3),
+            }
+        }
         BatchEncoder {
             out,
             start,
@@ -170,7 +292,8 @@ pub fn record_size(key: Option<&[u8]>, value: &[u8]) -> usize {
 
 /// Encodes a whole batch (used for re-encoding fetched or truncated batches).
 pub fn encode(out: &mut Vec<u8>, batch: &Batch) -> usize {
-    let mut encoder = BatchEncoder::new(out, batch.base_offset, batch.leader_epoch);
+    let mut encoder =
+        BatchEncoder::with_producer(out, batch.base_offset, batch.leader_epoch, batch.producer);
     for record in &batch.records {
         encoder.push(record.timestamp_ms, record.key.as_deref(), &record.value);
     }
@@ -193,25 +316,29 @@ pub fn verify(bytes: &[u8]) -> Result<BatchHeader, BatchError> {
             header.base_offset
         )));
     }
-    walk_records(&header, &batch[HEADER_LEN..], |_, _, _| {})?;
+    producer_of(batch, &header)?;
+    walk_records(&header, &batch[header.records_start()..], |_, _, _| {})?;
     Ok(header)
 }
 
 /// Decodes and verifies the batch at the start of `bytes`; returns it and its size in bytes.
 pub fn decode(bytes: &[u8]) -> Result<(Batch, usize), BatchError> {
     let header = verify(bytes)?;
+    let producer = producer_of(bytes, &header)?;
     let mut records = Vec::with_capacity(header.record_count as usize);
     let mut offset = header.base_offset;
     walk_records(
         &header,
-        &bytes[HEADER_LEN..header.total_len],
+        &bytes[header.records_start()..header.total_len],
         |timestamp_ms, key, value| {
+            let position = (offset - header.base_offset) as u32;
             records.push(StoredRecord {
                 offset,
                 leader_epoch: header.leader_epoch,
                 timestamp_ms,
                 key: key.map(<[u8]>::to_vec),
                 value: value.to_vec(),
+                producer: producer.map(|p| p.advanced(position)),
             });
             offset += 1;
         },
@@ -219,6 +346,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Batch, usize), BatchError> {
     let batch = Batch {
         base_offset: header.base_offset,
         leader_epoch: header.leader_epoch,
+        producer,
         records,
     };
     Ok((batch, header.total_len))
@@ -303,13 +431,67 @@ mod tests {
                 timestamp_ms: 1_000 + i as i64,
                 key: (i != 1).then(|| format!("k{i}").into_bytes()),
                 value: format!("value-{i}").into_bytes(),
+                producer: None,
             })
             .collect();
         Batch {
             base_offset: 40,
             leader_epoch: 7,
+            producer: None,
             records,
         }
+    }
+
+    /// [`sample_batch`] as an idempotent producer's batch whose sequences wrap.
+    fn producer_batch() -> Batch {
+        let stamp = ProducerStamp {
+            producer_id: 1_000_003,
+            producer_epoch: 2,
+            sequence: i32::MAX - 1,
+            kind: StampKind::Idempotent,
+        };
+        let mut batch = sample_batch();
+        batch.producer = Some(stamp);
+        for (i, record) in batch.records.iter_mut().enumerate() {
+            record.producer = Some(stamp.advanced(i as u32));
+        }
+        batch
+    }
+
+    #[test]
+    fn a_batch_without_producer_keeps_the_magic_1_layout() {
+        let mut bytes = Vec::new();
+        let len = encode(&mut bytes, &sample_batch());
+        assert_eq!(bytes[16], MAGIC);
+        let records: usize = sample_batch()
+            .records
+            .iter()
+            .map(|r| record_size(r.key.as_deref(), &r.value))
+            .sum();
+        assert_eq!(len, HEADER_LEN + records);
+    }
+
+    #[test]
+    fn a_producer_batch_round_trips_with_its_producer_fields() {
+        let batch = producer_batch();
+        let mut bytes = Vec::new();
+        let len = encode(&mut bytes, &batch);
+        assert_eq!(bytes[16], MAGIC_PRODUCER);
+        assert_eq!(len, encode(&mut Vec::new(), &sample_batch()) + 14);
+        assert_eq!(be_u64(&bytes, 33), 1_000_003);
+        assert_eq!(i16::from_be_bytes([bytes[41], bytes[42]]), 2);
+        assert_eq!(be_u32(&bytes, 43) as i32, i32::MAX - 1);
+        let (decoded, decoded_len) = decode(&bytes).unwrap();
+        assert_eq!(decoded_len, len);
+        assert_eq!(decoded, batch);
+        let sequences: Vec<i32> = decoded
+            .records
+            .iter()
+            .map(|r| r.producer.unwrap().sequence)
+            .collect();
+        assert_eq!(sequences, [i32::MAX - 1, i32::MAX, 0]);
+        let header = BatchHeader::parse(&bytes[..HEADER_LEN]).unwrap();
+        assert_eq!((header.total_len, header.record_count), (len, 3));
     }
 
     #[test]
@@ -351,14 +533,31 @@ mod tests {
             proptest::option::of(proptest::collection::vec(any::<u8>(), 0..16)),
             proptest::collection::vec(any::<u8>(), 0..48),
         );
+        let kinds = [
+            StampKind::Idempotent,
+            StampKind::Transactional,
+            StampKind::Commit,
+            StampKind::Abort,
+        ];
+        let producer =
+            proptest::option::of((0..i64::MAX, 0..i16::MAX, 0..i32::MAX, 0..4usize).prop_map(
+                move |(producer_id, producer_epoch, sequence, kind)| ProducerStamp {
+                    producer_id,
+                    producer_epoch,
+                    sequence,
+                    kind: kinds[kind],
+                },
+            ));
         (
             0u64..u64::MAX / 2,
             any::<u32>(),
+            producer,
             proptest::collection::vec(record, 1..6),
         )
-            .prop_map(|(base_offset, leader_epoch, records)| Batch {
+            .prop_map(|(base_offset, leader_epoch, producer, records)| Batch {
                 base_offset,
                 leader_epoch,
+                producer,
                 records: records
                     .into_iter()
                     .enumerate()
@@ -368,6 +567,7 @@ mod tests {
                         timestamp_ms,
                         key,
                         value,
+                        producer: producer.map(|p| p.advanced(i as u32)),
                     })
                     .collect(),
             })

@@ -7,16 +7,21 @@
 //! - `recovery-point-offset-checkpoint`: every segment wholly below it was fsynced, so recovery
 //!   does not need to verify it;
 //! - `leader-epoch-checkpoint`: the leader-epoch cache (see [`super::epoch`]).
+//!
+//! The idempotent producers' state ([`super::producer_state`]) is not a file: it is rebuilt
+//! from the batches' producer fields when the log opens and after a truncation, and follows
+//! every append.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::batch::{self, BatchEncoder, BatchHeader, HEADER_LEN};
+use super::batch::{self, BatchEncoder, BatchHeader};
 use super::checkpoint::{self, sync_dir};
 use super::epoch::LeaderEpochCache;
+use super::producer_state::{ProducerCheck, ProducerStates};
 use super::segment::{self, Segment};
-use super::{Batch, LogConfig, LogError, Record, StoredRecord};
+use super::{Batch, LogConfig, LogError, ProducerStamp, Record, StoredRecord};
 
 /// File name of the log start offset checkpoint inside a partition directory.
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
@@ -50,6 +55,23 @@ pub struct Log {
     /// Set when the partition's topic is deleted, before its directory goes: every later
     /// operation fails with [`LogError::Deleted`] instead of meeting a missing directory.
     deleted: bool,
+    /// The idempotent producers with a batch in the log: what a leader dedupes and fences by.
+    /// Rebuilt from the batches in the log when it opens and after a truncation, never
+    /// persisted; kept when the log start moves, as Kafka keeps it (KIP-360).
+    producers: ProducerStates,
+}
+
+/// What a leader append did with the batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogAppend {
+    /// Offset of the first record.
+    pub base_offset: u64,
+    /// Offset of the last record.
+    pub last_offset: u64,
+    /// When the batch was a producer's retry of a batch the log holds: the original's largest
+    /// record timestamp (Kafka answers it as `log_append_time_ms`). Nothing was written and
+    /// the offsets are the original's.
+    pub duplicate: Option<i64>,
 }
 
 impl Log {
@@ -101,7 +123,9 @@ impl Log {
             epochs,
             scratch: Vec::new(),
             deleted: false,
+            producers: ProducerStates::new(),
         };
+        log.producers = log.rebuild_producers();
         if log_start_offset != checkpointed_start {
             log.save_log_start_offset()?;
         }
@@ -138,13 +162,47 @@ impl Log {
         records: Vec<Record>,
         leader_epoch: u32,
     ) -> Result<(u64, u64), LogError> {
+        let appended = self.append_from_producer(records, leader_epoch, None)?;
+        Ok((appended.base_offset, appended.last_offset))
+    }
+
+    /// Leader append of a producer's batch: with an idempotent producer's `producer` stamp the
+    /// batch is first checked against the producer's state ([`ProducerStates::check`]): a
+    /// retry of a batch the log holds is answered with the original's offsets and not written
+    /// again; a fenced epoch or a sequence out of order is refused with
+    /// [`LogError::Producer`], nothing written.
+    pub fn append_from_producer(
+        &mut self,
+        records: Vec<Record>,
+        leader_epoch: u32,
+        producer: Option<ProducerStamp>,
+    ) -> Result<LogAppend, LogError> {
         self.ensure_live()?;
         if records.is_empty() {
             return Err(LogError::InvalidRecord(
                 "a batch needs at least one record".into(),
             ));
         }
-        let size: usize = HEADER_LEN
+        if let Some(stamp) = producer {
+            let count = u32::try_from(records.len()).unwrap_or(u32::MAX);
+            if let ProducerCheck::Duplicate {
+                base_offset,
+                last_offset,
+                max_timestamp_ms,
+            } = self.producers.check(stamp, count)?
+            {
+                assert!(
+                    last_offset < self.log_end_offset,
+                    "a duplicate's original lies in the log"
+                );
+                return Ok(LogAppend {
+                    base_offset,
+                    last_offset,
+                    duplicate: Some(max_timestamp_ms),
+                });
+            }
+        }
+        let size: usize = batch::header_len(producer)
             + records
                 .iter()
                 .map(|r| batch::record_size(r.key.as_deref(), &r.value))
@@ -159,7 +217,8 @@ impl Log {
         let base_offset = self.log_end_offset;
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
-        let mut encoder = BatchEncoder::new(&mut scratch, base_offset, leader_epoch);
+        let mut encoder =
+            BatchEncoder::with_producer(&mut scratch, base_offset, leader_epoch, producer);
         for record in &records {
             encoder.push(record.timestamp_ms, record.key.as_deref(), &record.value);
         }
@@ -167,7 +226,56 @@ impl Log {
         let result = self.append_encoded(&scratch);
         self.scratch = scratch;
         result?;
-        Ok((base_offset, self.log_end_offset - 1))
+        Ok(LogAppend {
+            base_offset,
+            last_offset: self.log_end_offset - 1,
+            duplicate: None,
+        })
+    }
+
+    /// The producers' state as the log holds it now.
+    pub fn producers(&self) -> &ProducerStates {
+        &self.producers
+    }
+
+    /// Forgets the ended transactions whose markers the HW has passed (they no longer hold
+    /// the last stable offset).
+    pub fn prune_completed_transactions(&mut self, high_watermark: u64) {
+        self.producers.prune_completed(high_watermark);
+    }
+
+    /// The producers' state of the batches from the log start to the LEO, read from the
+    /// segments (every batch is CRC-checked on the way). Damaged data ends the rebuild with
+    /// the batches before it, as it ends a read: the damage is served as an error to whoever
+    /// reads it, and a producer whose batches lie past it starts again at any sequence.
+    fn rebuild_producers(&self) -> ProducerStates {
+        let mut producers = ProducerStates::new();
+        let (start, end) = (self.log_start_offset, self.log_end_offset);
+        if start >= end {
+            return producers;
+        }
+        let chunk_hint = 1 << 20;
+        for segment in self.segments_for(start, end) {
+            let scanned = segment.scan_bytes_from(start, end, chunk_hint, |header, bytes| {
+                let stamp = batch::producer_of(bytes, header)
+                    .map_err(|e| LogError::Corrupt(format!("verified batch: {e:?}")))?;
+                if let Some(stamp) = stamp {
+                    producers.record(
+                        stamp,
+                        header.record_count,
+                        header.base_offset,
+                        header.max_timestamp_ms,
+                    );
+                }
+                Ok(true)
+            });
+            if let Err(error) = scanned {
+                tracing::warn!(dir = %self.dir.display(),
+                    "producer state rebuilt only up to damaged data: {error}");
+                break;
+            }
+        }
+        producers
     }
 
     /// Follower append: batches fetched from the leader, keeping their offsets and epochs. The
@@ -264,6 +372,8 @@ impl Log {
                 )));
             }
         }
+        let producer = batch::producer_of(bytes, &header)
+            .map_err(|e| LogError::InvalidRecord(format!("producer fields: {e:?}")))?;
         self.maybe_roll(header.total_len as u64, header.next_offset())?;
         if self
             .epochs
@@ -274,6 +384,14 @@ impl Log {
         let interval = self.config.index_interval_bytes;
         self.active_mut().append(&header, bytes, interval)?;
         self.log_end_offset = header.next_offset();
+        if let Some(stamp) = producer {
+            self.producers.record(
+                stamp,
+                header.record_count,
+                header.base_offset,
+                header.max_timestamp_ms,
+            );
+        }
         self.unflushed_messages += u64::from(header.record_count);
         if self.unflushed_messages >= self.config.flush_messages {
             // The recovery point is only checkpointed by flush(): fsyncing a checkpoint per
@@ -618,6 +736,9 @@ impl Log {
         if self.epochs.truncate_from_end(offset) {
             self.epochs.save()?;
         }
+        // Kafka reloads the producers' state after a truncation; here it is rebuilt from what
+        // is left, so a follower forgets the batches it lost with the truncated suffix.
+        self.producers = self.rebuild_producers();
         Ok(())
     }
 
@@ -641,6 +762,7 @@ impl Log {
         if self.epochs.clear() {
             self.epochs.save()?;
         }
+        self.producers = ProducerStates::new();
         Ok(())
     }
 
@@ -733,6 +855,7 @@ impl Log {
         assert!(offset > self.log_start_offset && offset <= self.log_end_offset);
         self.log_start_offset = offset;
         self.save_log_start_offset()?;
+        self.producers.drop_aborted_below(offset);
         if self.epochs.truncate_from_start(offset) {
             self.epochs.save()?;
         }
@@ -1053,11 +1176,15 @@ fn trim_batch(batch: &mut Batch, from: u64, to: u64) {
         .min(batch.records.len() as u64) as usize;
     batch.records.drain(..skip);
     batch.base_offset = batch.base_offset.max(from);
+    // A batch cut at its front starts at a later record, and so at that record's sequence.
+    if let Some(first) = batch.records.first() {
+        batch.producer = first.producer;
+    }
 }
 
 /// Encoded size of a batch, for `max_bytes` accounting.
 fn batch_size(batch: &Batch) -> usize {
-    HEADER_LEN
+    batch::header_len(batch.producer)
         + batch
             .records
             .iter()
@@ -1068,6 +1195,8 @@ fn batch_size(batch: &Batch) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::batch::HEADER_LEN;
+    use crate::storage::producer_state::ProducerError;
     use crate::storage::EpochEntry;
     use std::os::unix::fs::FileExt;
 
@@ -1121,6 +1250,132 @@ mod tests {
 
     fn segment_path(dir: &Path, base: u64) -> PathBuf {
         dir.join(segment::log_file_name(base))
+    }
+
+    fn stamp(producer_id: i64, producer_epoch: i16, sequence: i32) -> ProducerStamp {
+        ProducerStamp {
+            producer_id,
+            producer_epoch,
+            sequence,
+            kind: crate::storage::StampKind::Idempotent,
+        }
+    }
+
+    /// Appends a batch of `count` records "p<sequence>" of producer 5, epoch 0, at `sequence`.
+    fn produce(log: &mut Log, sequence: i32, count: i32) -> Result<LogAppend, LogError> {
+        let records = (sequence..sequence + count)
+            .map(|s| record(&format!("p{s}"), 1000))
+            .collect();
+        log.append_from_producer(records, 0, Some(stamp(5, 0, sequence)))
+    }
+
+    #[test]
+    fn a_retried_producer_batch_is_answered_with_its_offsets_and_not_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        fill(&mut log, 2, 0);
+        let first = produce(&mut log, 0, 3).unwrap();
+        assert_eq!(
+            (first.base_offset, first.last_offset, first.duplicate),
+            (2, 4, None)
+        );
+        produce(&mut log, 3, 1).unwrap();
+        let retry = produce(&mut log, 0, 3).unwrap();
+        assert_eq!(
+            (retry.base_offset, retry.last_offset, retry.duplicate),
+            (2, 4, Some(1000))
+        );
+        assert_eq!(log.log_end_offset(), 6, "nothing appended for the retry");
+        let error = produce(&mut log, 5, 1).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                LogError::Producer(ProducerError::OutOfOrderSequence { expected: 4, .. })
+            ),
+            "{error:?}"
+        );
+        assert_eq!(log.log_end_offset(), 6, "nothing appended for the gap");
+        let stored = log.read(2, usize::MAX, u64::MAX).unwrap();
+        let sequences: Vec<Option<i32>> = stored
+            .iter()
+            .map(|r| r.producer.map(|p| p.sequence))
+            .collect();
+        assert_eq!(sequences, [Some(0), Some(1), Some(2), Some(3)]);
+    }
+
+    #[test]
+    fn producer_state_is_rebuilt_from_the_log_on_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = Log::open(dir.path(), small_config()).unwrap();
+            for sequence in 0..8 {
+                fill(&mut log, 1, 0);
+                produce(&mut log, sequence, 1).unwrap();
+            }
+            assert!(log.segment_count() > 1, "the state spans segments");
+        }
+        let mut log = Log::open(dir.path(), small_config()).unwrap();
+        let entry = log.producers().entry(5).unwrap();
+        assert_eq!(entry.last_sequence(), Some(7));
+        assert_eq!(entry.batches.len(), 5);
+        let retry = produce(&mut log, 6, 1).unwrap();
+        assert_eq!(retry.duplicate, Some(1000));
+        assert_eq!(retry.base_offset, 13);
+        assert_eq!(produce(&mut log, 8, 1).unwrap().duplicate, None);
+    }
+
+    #[test]
+    fn a_follower_takes_the_producer_state_from_replicated_batches() {
+        let leader_dir = tempfile::tempdir().unwrap();
+        let follower_dir = tempfile::tempdir().unwrap();
+        let mut leader = Log::open(leader_dir.path(), LogConfig::default()).unwrap();
+        let mut follower = Log::open(follower_dir.path(), LogConfig::default()).unwrap();
+        produce(&mut leader, 0, 2).unwrap();
+        fill(&mut leader, 1, 0);
+        produce(&mut leader, 2, 2).unwrap();
+        let bytes = leader.read_batch_bytes(0, usize::MAX, u64::MAX).unwrap();
+        assert_eq!(follower.append_batch_bytes(&bytes).unwrap(), 3);
+        assert_eq!(follower.producers(), leader.producers());
+        // As the new leader, the follower answers the old leader's batch as a duplicate.
+        let retry = produce(&mut follower, 2, 2).unwrap();
+        assert_eq!((retry.base_offset, retry.duplicate), (3, Some(1000)));
+    }
+
+    #[test]
+    fn truncation_forgets_the_truncated_producer_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        produce(&mut log, 0, 2).unwrap();
+        produce(&mut log, 2, 2).unwrap();
+        log.truncate_to(3).unwrap();
+        // The kept record of the cut batch (sequence 2) is the producer's last.
+        assert_eq!(log.producers().entry(5).unwrap().last_sequence(), Some(2));
+        assert_eq!(produce(&mut log, 3, 1).unwrap().duplicate, None);
+        log.truncate_to(0).unwrap();
+        assert!(log.producers().is_empty());
+    }
+
+    #[test]
+    fn producer_state_outlives_delete_records_until_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        produce(&mut log, 0, 2).unwrap();
+        fill(&mut log, 1, 0);
+        log.delete_records_before(3).unwrap();
+        // As Kafka since KIP-360: the state stays when the batches go.
+        assert!(matches!(
+            produce(&mut log, 5, 1),
+            Err(LogError::Producer(ProducerError::OutOfOrderSequence {
+                expected: 2,
+                ..
+            }))
+        ));
+        drop(log);
+        // Without a snapshot, the reopened log knows only the batches it still holds.
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        assert!(log.producers().is_empty());
+        // With no state left, the producer is taken at any sequence (KIP-360).
+        assert_eq!(produce(&mut log, 17, 1).unwrap().duplicate, None);
     }
 
     #[test]

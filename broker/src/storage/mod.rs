@@ -8,6 +8,9 @@
 //! - [`checkpoint`]: small checkpoint files replaced atomically.
 //! - [`clean_shutdown`]: the clean-shutdown marker that tells a restart from a crash (KIP-966).
 //! - [`log`]: [`Log`], a partition's segments, offsets, recovery, retention and truncation.
+//! - [`producer_state`]: idempotent producers' state per partition (Kafka's
+//!   `ProducerStateManager`): the last batches' sequences, duplicates, fenced epochs; rebuilt
+//!   from the log.
 //! - [`open_files`]: the open-file budget: raise `RLIMIT_NOFILE`, count segments, refuse to
 //!   start when they cannot all be held open.
 //!
@@ -19,13 +22,14 @@ pub mod clean_shutdown;
 pub mod epoch;
 mod log;
 pub mod open_files;
+pub mod producer_state;
 pub mod segment;
 
 use serde::{Deserialize, Serialize};
 
 pub use checkpoint::write_atomically;
 pub use epoch::{EpochEntry, LeaderEpochCache};
-pub use log::Log;
+pub use log::{Log, LogAppend};
 
 /// `flush.messages` of a log that never fsyncs on append: Kafka's default, `Long.MAX_VALUE`
 /// (also the largest value the setting takes).
@@ -77,6 +81,67 @@ pub struct Record {
     pub timestamp_ms: i64,
 }
 
+/// What an idempotent producer stamps on a batch (Kafka's record batch header fields
+/// `producerId`, `producerEpoch`, `baseSequence`). On a [`Batch`] `sequence` is the first
+/// record's; on a [`StoredRecord`] it is that record's own (the batch's base sequence plus the
+/// record's position, wrapping from `i32::MAX` to 0 as Kafka's sequences do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProducerStamp {
+    /// The producer id InitProducerId handed out (>= 0).
+    pub producer_id: i64,
+    /// The producer's epoch (>= 0); a higher one fences the lower.
+    pub producer_epoch: i16,
+    /// Sequence number (>= 0) of the first record of the batch, or of the record.
+    pub sequence: i32,
+    /// An idempotent producer's data, a transactional producer's data, or a transaction
+    /// marker (Kafka's batch attributes `isTransactional` and `isControl`).
+    #[serde(default, skip_serializing_if = "StampKind::is_idempotent")]
+    pub kind: StampKind,
+}
+
+/// What a producer's batch is (Kafka's batch attributes: the transactional bit, the control
+/// bit, and a control record's type).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StampKind {
+    /// An idempotent producer's records, outside any transaction.
+    #[default]
+    Idempotent,
+    /// Records of a transactional producer's transaction.
+    Transactional,
+    /// A commit marker: a control batch of one record ending the producer's transaction.
+    Commit,
+    /// An abort marker.
+    Abort,
+}
+
+impl StampKind {
+    /// Whether this is the default kind (not written in JSON).
+    pub fn is_idempotent(&self) -> bool {
+        *self == StampKind::Idempotent
+    }
+
+    /// Kafka's transactional bit: set on a transaction's records and on its markers.
+    pub fn transactional(self) -> bool {
+        self != StampKind::Idempotent
+    }
+
+    /// Kafka's control bit: a marker.
+    pub fn control(self) -> bool {
+        matches!(self, StampKind::Commit | StampKind::Abort)
+    }
+}
+
+impl ProducerStamp {
+    /// The stamp of the record `n` places after this one: the sequence advanced by `n`.
+    pub fn advanced(self, n: u32) -> ProducerStamp {
+        ProducerStamp {
+            sequence: producer_state::sequence_add(self.sequence, n),
+            ..self
+        }
+    }
+}
+
 /// A record as stored: with its offset and the epoch of the leader that appended it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredRecord {
@@ -90,6 +155,25 @@ pub struct StoredRecord {
     pub key: Option<Vec<u8>>,
     /// The payload.
     pub value: Vec<u8>,
+    /// The idempotent producer that wrote the record, with the record's own sequence; `None`
+    /// for a producer without idempotence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer: Option<ProducerStamp>,
+}
+
+impl StoredRecord {
+    /// `record` as stored at `offset` in epoch 0 without a producer (coordinators' tests).
+    #[cfg(test)]
+    pub fn at(offset: u64, record: Record) -> StoredRecord {
+        StoredRecord {
+            offset,
+            leader_epoch: 0,
+            timestamp_ms: record.timestamp_ms,
+            key: record.key,
+            value: record.value,
+            producer: None,
+        }
+    }
 }
 
 /// A record batch as stored and as replicated between brokers (offsets and epoch preserved).
@@ -100,6 +184,10 @@ pub struct Batch {
     pub base_offset: u64,
     /// Epoch of the leader that appended the batch.
     pub leader_epoch: u32,
+    /// The idempotent producer that wrote the batch, with its first record's sequence;
+    /// `None` for a producer without idempotence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer: Option<ProducerStamp>,
     /// The records, at consecutive offsets from `base_offset`.
     pub records: Vec<StoredRecord>,
 }
@@ -161,4 +249,8 @@ pub enum LogError {
     /// (Kafka's INVALID_RECORD / CORRUPT_MESSAGE).
     #[error("invalid record batch: {0}")]
     InvalidRecord(String),
+    /// An idempotent producer's batch does not follow its state (Kafka's
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH): nothing was written.
+    #[error("{0}")]
+    Producer(#[from] producer_state::ProducerError),
 }

@@ -65,27 +65,54 @@ pub enum LogConfig {
     None,
 }
 
+/// The logging configurations a release may hold, under its home, preferred first: the
+/// harness's (a fetched release), a 4.x tarball's, a 3.x tarball's. The local backend looks
+/// for them here; the ssh backend's hosts look for the same files in the same order.
+pub const LOG_CONFIG_FILES: [&str; 3] = [
+    "config/tidewater-log4j2.properties",
+    "config/log4j2.yaml",
+    "config/log4j.properties",
+];
+
+impl LogConfig {
+    /// The configuration in the file at `path`, one of [`LOG_CONFIG_FILES`]: log4j 1.x
+    /// syntax (reload4j) for a `log4j.properties`, log4j2 otherwise.
+    pub fn of(path: PathBuf) -> LogConfig {
+        if path.ends_with("log4j.properties") {
+            LogConfig::Log4j(path)
+        } else {
+            LogConfig::Log4j2(path)
+        }
+    }
+
+    /// The JVM option that names it (`None` when there is none).
+    pub fn jvm_option(&self) -> Option<String> {
+        match self {
+            LogConfig::Log4j2(path) => {
+                Some(format!("-Dlog4j2.configurationFile={}", path.display()))
+            }
+            LogConfig::Log4j(path) => {
+                Some(format!("-Dlog4j.configuration=file:{}", path.display()))
+            }
+            LogConfig::None => None,
+        }
+    }
+}
+
 impl Release {
     /// The classpath of its JVMs, as Kafka's `kafka-run-class.sh` builds it from `libs/`.
     pub fn classpath(&self) -> String {
         format!("{}/*", self.home.join("libs").display())
     }
 
-    /// Its logging configuration: the harness's for a fetched release, else the tarball's.
+    /// Its logging configuration: the harness's for a fetched release, else the tarball's
+    /// (the first of [`LOG_CONFIG_FILES`] it has).
     pub fn log_config(&self) -> LogConfig {
-        let config = self.home.join("config");
-        let ours = config.join(LOG4J2_FILE);
-        let log4j2 = config.join("log4j2.yaml");
-        let log4j = config.join("log4j.properties");
-        if ours.is_file() {
-            LogConfig::Log4j2(ours)
-        } else if log4j2.is_file() {
-            LogConfig::Log4j2(log4j2)
-        } else if log4j.is_file() {
-            LogConfig::Log4j(log4j)
-        } else {
-            LogConfig::None
-        }
+        LOG_CONFIG_FILES
+            .iter()
+            .map(|file| self.home.join(file))
+            .find(|path| path.is_file())
+            .map_or(LogConfig::None, LogConfig::of)
     }
 
     /// An unpacked release at `home` (`--kafka-home`): its version from its
@@ -302,9 +329,14 @@ fn maven_errors(text: &str) -> String {
     }
 }
 
-/// The last `n` non-empty lines of `text`, indented.
+/// The last `n` non-empty lines of `text`, indented, without the frames of Java stack traces
+/// (a JVM that dies of an exception ends its log with a dozen of them; the exception's own
+/// line, which says why, is kept).
 pub fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !is_stack_frame(l))
+        .collect();
     lines[lines.len().saturating_sub(n)..]
         .iter()
         .map(|l| format!("  {l}"))
@@ -312,9 +344,35 @@ pub fn last_lines(text: &str, n: usize) -> String {
         .join("\n")
 }
 
+/// Whether `line` is a frame of a Java stack trace (`\tat a.b.C.m(C.java:9)`, `\t... 3 more`).
+fn is_stack_frame(line: &str) -> bool {
+    let indented = line.starts_with(char::is_whitespace);
+    let body = line.trim_start();
+    indented && (body.starts_with("at ") || (body.starts_with("... ") && body.ends_with(" more")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_tail_keeps_an_exceptions_reason_and_leaves_its_frames_out() {
+        let log = "[x] INFO Registered MBean\n\
+                   Exception in thread \"main\" ConfigException: Invalid value 1 for log.segment.bytes\n\
+                   \tat org.apache.kafka.common.config.ConfigDef.parse(ConfigDef.java:524)\n\
+                   \t... 3 more\n\
+                   \tat kafka.tools.StorageTool.main(StorageTool.scala)\n";
+        assert_eq!(
+            last_lines(log, 2),
+            "  [x] INFO Registered MBean\n  Exception in thread \"main\" ConfigException: \
+             Invalid value 1 for log.segment.bytes"
+        );
+        assert_eq!(
+            last_lines("a\n  at the end, words\n", 5),
+            "  a",
+            "an indented 'at'"
+        );
+    }
 
     #[test]
     fn the_pom_asks_for_kafka_and_a_log4j2_binding_for_slf4j_1() {
@@ -362,6 +420,7 @@ mod tests {
             LogConfig::Log4j(dir.path().join("config/log4j.properties"))
         );
         std::fs::write(dir.path().join("config").join(LOG4J2_FILE), "").unwrap();
+        assert_eq!(LOG_CONFIG_FILES[0], format!("config/{LOG4J2_FILE}"));
         assert_eq!(
             release.log_config(),
             LogConfig::Log4j2(dir.path().join("config").join(LOG4J2_FILE))

@@ -3,7 +3,7 @@
 //! `kafka.Kafka`), without the scripts: the harness starts the JVM itself, so the pid it
 //! signals is the JVM's.
 
-use super::fetch::{LogConfig, Release};
+use super::fetch::Release;
 use std::path::Path;
 
 /// The JVM options of every Kafka node, sized for several JVMs on a small machine (the
@@ -48,25 +48,23 @@ impl Jvm {
         let mut argv = vec![self.java.clone()];
         argv.extend(JVM_OPTIONS.iter().map(|o| o.to_string()));
         argv.push(format!("-Dkafka.logs.dir={}", logs.display()));
-        match self.release.log_config() {
-            LogConfig::Log4j2(path) => {
-                argv.push(format!("-Dlog4j2.configurationFile={}", path.display()))
-            }
-            LogConfig::Log4j(path) => {
-                argv.push(format!("-Dlog4j.configuration=file:{}", path.display()))
-            }
-            LogConfig::None => {}
-        }
+        argv.extend(self.release.log_config().jvm_option());
         argv.push("-cp".into());
         argv.push(self.release.classpath());
         argv.push(main.into());
         argv
     }
 
-    /// `kafka-storage.sh format -t CLUSTER_ID -c PROPERTIES --ignore-formatted`: writes the
-    /// log directory's `meta.properties` (and, from 3.9, the bootstrap metadata with the
-    /// release's default feature levels).
-    pub fn format_argv(&self, properties: &Path, cluster_id: &str, logs: &Path) -> Vec<String> {
+    /// `kafka-storage.sh format -t CLUSTER_ID -c PROPERTIES --ignore-formatted [--feature
+    /// NAME=LEVEL ...]`: writes the log directory's `meta.properties` (and, from 3.9, the
+    /// bootstrap metadata with the release's default feature levels, or `features`).
+    pub fn format_argv(
+        &self,
+        properties: &Path,
+        cluster_id: &str,
+        logs: &Path,
+        features: &[String],
+    ) -> Vec<String> {
         let mut argv = self.prefix("kafka.tools.StorageTool", logs);
         argv.extend([
             "format".to_string(),
@@ -76,6 +74,9 @@ impl Jvm {
             properties.display().to_string(),
             "--ignore-formatted".into(),
         ]);
+        for feature in features {
+            argv.extend(["--feature".to_string(), feature.clone()]);
+        }
         argv
     }
 
@@ -116,11 +117,17 @@ mod tests {
                  -cp {home}/libs/* kafka.Kafka /run/nodes/n1/server.properties"
             )
         );
-        let format = jvm.format_argv(&props, "VGlkZXdhdGVyS2Fma2EwMQ", &logs);
+        let format = jvm.format_argv(&props, "VGlkZXdhdGVyS2Fma2EwMQ", &logs, &[]);
         assert_eq!(
             format[format.len() - 7..].join(" "),
             "kafka.tools.StorageTool format -t VGlkZXdhdGVyS2Fma2EwMQ -c \
              /run/nodes/n1/server.properties --ignore-formatted"
+        );
+        let features = ["eligible.leader.replicas.version=0".to_string()];
+        let format = jvm.format_argv(&props, "VGlkZXdhdGVyS2Fma2EwMQ", &logs, &features);
+        assert_eq!(
+            format[format.len() - 3..].join(" "),
+            "--ignore-formatted --feature eligible.leader.replicas.version=0"
         );
     }
 }

@@ -7,9 +7,12 @@
 //! - [`jvm`]: the `java` command lines of the classes Kafka's scripts run
 //!   (`kafka.tools.StorageTool format`, `kafka.Kafka server.properties`), with heaps sized
 //!   for a small machine.
+//! - [`driver`]: the Java client's driver (`harness/java/TidewaterDriver.java`) compiled
+//!   against the release's kafka-clients jar, for `--client java`.
 //! - [`properties`]: the `[kafka]` layout, the `--set` mapping to Kafka's names and each
 //!   node's `server.properties`, shared by the local and the ssh backends.
 
+pub mod driver;
 pub mod fetch;
 pub mod jvm;
 pub mod properties;
@@ -26,6 +29,14 @@ pub const DEFAULT_VERSION: &str = "4.1.1";
 /// honours `unclean.leader.election.enable` (KAFKA-12670).
 pub const OLDER_VERSION: &str = "3.9.1";
 
+/// Bound on Kafka's JVMs coming up (listening) after they are started, on the local cluster
+/// and on the hosts of a `kind = "kafka"` cluster file: a start takes seconds on an idle
+/// machine, minutes on two cores shared with compilers.
+pub const START_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(240);
+
+/// Lines of a node's log quoted when it fails to come up.
+pub const LOG_TAIL_LINES: usize = 15;
+
 /// The system under test of a run: `tidewater` (the companion broker) or `kafka[:VERSION]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum System {
@@ -39,10 +50,11 @@ pub enum System {
 }
 
 impl System {
-    /// Parses `--system`: `tidewater`, `kafka` (the [`DEFAULT_VERSION`]) or `kafka:X.Y.Z`.
+    /// Parses `--system`: `tidewater` (also spelled `companion`, as a matrix's `system` axis
+    /// may name it), `kafka` (the [`DEFAULT_VERSION`]) or `kafka:X.Y.Z`.
     pub fn parse(text: &str) -> Result<System, String> {
         match text.split_once(':') {
-            None if text == "tidewater" => Ok(System::Tidewater),
+            None if text == "tidewater" || text == "companion" => Ok(System::Tidewater),
             None if text == "kafka" => Ok(System::Kafka {
                 version: DEFAULT_VERSION.into(),
             }),
@@ -50,8 +62,8 @@ impl System {
                 version: version.into(),
             }),
             _ => Err(format!(
-                "--system {text:?}: expected tidewater, kafka or kafka:X.Y.Z (e.g. kafka:{DEFAULT_VERSION} \
-                 or kafka:{OLDER_VERSION})"
+                "--system {text:?}: expected tidewater (or companion), kafka or kafka:X.Y.Z (e.g. \
+                 kafka:{DEFAULT_VERSION} or kafka:{OLDER_VERSION})"
             )),
         }
     }
@@ -100,6 +112,7 @@ mod tests {
     #[test]
     fn system_names_parse_and_print_back() {
         assert_eq!(System::parse("tidewater").unwrap(), System::Tidewater);
+        assert_eq!(System::parse("companion").unwrap().as_flag(), "tidewater");
         let default = System::parse("kafka").unwrap();
         assert_eq!(default.as_flag(), format!("kafka:{DEFAULT_VERSION}"));
         let older = System::parse("kafka:3.9.1").unwrap();

@@ -53,8 +53,21 @@ fn default_controller_port() -> u16 {
 fn default_cluster_id() -> String {
     DEFAULT_CLUSTER_ID.into()
 }
-fn default_heap_opts() -> String {
-    "-Xmx512m -Xms512m".into()
+/// `KAFKA_HEAP_OPTS` when the cluster file sets none and the release's scripts start Kafka.
+pub const SCRIPTS_HEAP_OPTS: &str = "-Xmx512m -Xms512m";
+
+/// How the hosts of a `kind = "kafka"` cluster start Kafka's JVMs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Launch {
+    /// Through the release's own scripts (`bin/kafka-storage.sh`, `bin/kafka-server-start.sh`,
+    /// with `KAFKA_HEAP_OPTS` and `LOG_DIR`): a release tarball unpacked at `home`.
+    #[default]
+    Scripts,
+    /// `java` itself, running the classes the scripts run (`kafka.tools.StorageTool`,
+    /// `kafka.Kafka`) from `home/libs/` with the harness's JVM options, as the local backend
+    /// does: the layout `tidewater kafka fetch` gathers (it has no `bin/`), or a tarball.
+    Java,
 }
 
 /// The cluster file's `[kafka]` table: how Kafka is installed and laid out on the hosts.
@@ -62,9 +75,12 @@ fn default_heap_opts() -> String {
 #[serde(deny_unknown_fields)]
 pub struct KafkaSpec {
     /// Where a Kafka release is unpacked on every host (`bin/kafka-server-start.sh` under
-    /// it); `{node}` becomes the node's name.
+    /// it; with `launch = "java"`, `libs/`); `{node}` becomes the node's name.
     #[serde(default = "default_home")]
     pub home: String,
+    /// How the JVMs are started: the release's scripts, or `java` with its `libs/`.
+    #[serde(default)]
+    pub launch: Launch,
     /// The brokers' client (and inter-broker) listener port, on the node's `ip`.
     #[serde(default = "default_port")]
     pub port: u16,
@@ -78,10 +94,12 @@ pub struct KafkaSpec {
     /// `kafka-storage.sh random-uuid` prints).
     #[serde(default = "default_cluster_id")]
     pub cluster_id: String,
-    /// `KAFKA_HEAP_OPTS` of every node (Kafka's own default, 1 GiB, would not fit the default
-    /// 1 GiB VMs).
-    #[serde(default = "default_heap_opts")]
-    pub heap_opts: String,
+    /// `KAFKA_HEAP_OPTS` of every node ([`SCRIPTS_HEAP_OPTS`] when unset: Kafka's own
+    /// default, 1 GiB, would not fit the default 1 GiB VMs); with `launch = "java"`, JVM
+    /// options after the harness's own ([`crate::kafka::jvm::JVM_OPTIONS`], whose heap they
+    /// override), none when unset.
+    #[serde(default)]
+    pub heap_opts: Option<String>,
     /// `JAVA_HOME` for Kafka's scripts; unset: the `java` on the hosts' `PATH`.
     #[serde(default)]
     pub java_home: Option<String>,
@@ -95,11 +113,12 @@ impl Default for KafkaSpec {
     fn default() -> KafkaSpec {
         KafkaSpec {
             home: default_home(),
+            launch: Launch::default(),
             port: default_port(),
             controller_port: default_controller_port(),
             quorum: Quorum::default(),
             cluster_id: default_cluster_id(),
-            heap_opts: default_heap_opts(),
+            heap_opts: None,
             java_home: None,
             properties: BTreeMap::new(),
         }
@@ -164,6 +183,16 @@ impl KafkaSpec {
             Ok(())
         } else {
             Err(problems.join("; "))
+        }
+    }
+
+    /// The heap options the hosts' JVMs get beside the launcher's own: `KAFKA_HEAP_OPTS` for
+    /// the scripts, extra JVM options for `launch = "java"`.
+    pub fn heap_opts(&self) -> &str {
+        match (&self.heap_opts, self.launch) {
+            (Some(opts), _) => opts,
+            (None, Launch::Scripts) => SCRIPTS_HEAP_OPTS,
+            (None, Launch::Java) => "",
         }
     }
 
@@ -285,6 +314,10 @@ enum Route {
     Broker(&'static str, Type),
     /// A topic config only, of the same name in Kafka: the test topic's creation configs.
     TopicOnly(Type),
+    /// A boolean that Kafka decides when a node's log directory is formatted, as the level
+    /// of this feature (`kafka-storage.sh format --feature NAME=1` for true, `=0` for
+    /// false), not with a property.
+    Feature(&'static str),
     /// Set by the harness from the cluster file.
     Owned,
     /// Kafka has nothing like it; why.
@@ -292,7 +325,8 @@ enum Route {
 }
 
 /// Every setting the companion broker knows (`docs/configuration.md`), and where it goes in
-/// Kafka. A test holds this table to the harness's topic-level lists.
+/// Kafka, plus the few of Kafka's own a run needs to route (marked). A test holds this table
+/// to the harness's topic-level lists.
 const ROUTES: &[(&str, Route)] = &[
     (
         "max.connections",
@@ -356,6 +390,14 @@ const ROUTES: &[(&str, Route)] = &[
         "unclean.leader.election.enable",
         Route::Broker("unclean.leader.election.enable", Type::Bool),
     ),
+    // Kafka's alone: how often a KRaft controller looks for leaderless partitions to elect
+    // uncleanly (5 minutes by default in 3.9 and 4.x, an internal setting of
+    // `ReplicationConfigs`); the companion broker elects at once. A run about unclean
+    // election sets it shorter than its plan's wait (docs/real-kafka.md).
+    (
+        "unclean.leader.election.interval.ms",
+        Route::Broker("unclean.leader.election.interval.ms", Type::Long),
+    ),
     (
         "log.message.timestamp.difference.max.ms",
         Route::Broker("log.message.timestamp.difference.max.ms", Type::Long),
@@ -418,10 +460,9 @@ const ROUTES: &[(&str, Route)] = &[
     ),
     (
         "eligible.leader.replicas.enable",
-        Route::Absent(
-            "Kafka turns KIP-966's eligible leader replicas on with the feature version \
-             eligible.leader.replicas.version (kafka-features.sh), not with a property",
-        ),
+        // KIP-966: a feature level from 4.0 (on by default for new clusters from 4.1); Kafka
+        // 3.9's format knows no such feature and fails, naming the ones it has.
+        Route::Feature("eligible.leader.replicas.version"),
     ),
     (
         "tidewater.request.header.timeout.ms",
@@ -470,6 +511,7 @@ fn route(name: &str) -> Option<Route> {
 fn refusal(name: &str, value: &str) -> Option<String> {
     match route(name) {
         Some(Route::Broker(_, t) | Route::TopicOnly(t)) => t.check(name, value).err(),
+        Some(Route::Feature(_)) => Type::Bool.check(name, value).err(),
         Some(Route::Owned) => Some(format!(
             "{name}: the harness sets it from the cluster file (node names, ips, kafka.port, \
              remote_dir)"
@@ -509,6 +551,25 @@ pub fn broker_properties(
         .iter()
         .filter_map(|(k, v)| match route(k) {
             Some(Route::Broker(name, _)) => Some((name.to_string(), v.clone())),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The run's settings that Kafka takes as feature levels when a log directory is formatted
+/// (`eligible.leader.replicas.enable`), as the `--feature` values of `kafka-storage.sh format`
+/// (`eligible.leader.replicas.version=1`), in order; the last value of a name wins. Errors
+/// as [`check_sets`].
+pub fn format_features(settings: &[(String, String)]) -> std::result::Result<Vec<String>, String> {
+    let sets: BTreeMap<String, String> = settings.iter().cloned().collect();
+    check_sets(&sets)?;
+    Ok(sets
+        .iter()
+        .filter_map(|(k, v)| match route(k) {
+            Some(Route::Feature(feature)) => {
+                let level = u8::from(v == "true");
+                Some(format!("{feature}={level}"))
+            }
             _ => None,
         })
         .collect())
@@ -846,6 +907,48 @@ mod tests {
             assert!(err.contains(part), "{part:?} not in: {err}");
         }
         assert!(broker_properties(&pairs(&[("listeners", "x")])).is_err());
+    }
+
+    #[test]
+    fn the_unclean_election_interval_is_kafkas_own_and_reaches_every_node() {
+        let mapped =
+            broker_properties(&pairs(&[("unclean.leader.election.interval.ms", "1000")])).unwrap();
+        assert_eq!(
+            mapped,
+            pairs(&[("unclean.leader.election.interval.ms", "1000")])
+        );
+        let bad: BTreeMap<String, String> =
+            pairs(&[("unclean.leader.election.interval.ms", "soon")])
+                .into_iter()
+                .collect();
+        assert!(check_sets(&bad).unwrap_err().contains("Kafka takes a long"));
+    }
+
+    #[test]
+    fn eligible_leader_replicas_are_a_feature_level_at_format_not_a_property() {
+        let settings = pairs(&[
+            ("eligible.leader.replicas.enable", "true"),
+            ("min.insync.replicas", "2"),
+            ("eligible.leader.replicas.enable", "false"),
+        ]);
+        assert_eq!(
+            format_features(&settings).unwrap(),
+            ["eligible.leader.replicas.version=0"],
+            "the last value"
+        );
+        assert_eq!(
+            broker_properties(&settings).unwrap(),
+            pairs(&[("min.insync.replicas", "2")]),
+            "no property"
+        );
+        let on = pairs(&[("eligible.leader.replicas.enable", "true")]);
+        assert_eq!(
+            format_features(&on).unwrap(),
+            ["eligible.leader.replicas.version=1"]
+        );
+        let bad = pairs(&[("eligible.leader.replicas.enable", "yes")]);
+        assert!(format_features(&bad).is_err());
+        assert!(format_features(&[]).unwrap().is_empty());
     }
 
     #[test]

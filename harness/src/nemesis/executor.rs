@@ -1,6 +1,6 @@
 //! Runs fault plans against a cluster and records what it did.
 
-use super::plan::{Action, FaultPlan, PartitionKind, Step};
+use super::plan::{Action, FaultPlan, Partition, PartitionKind, Step, Wait, When};
 use super::target::Target;
 use super::view::{ClusterView, PartitionState};
 use super::Recorder;
@@ -10,10 +10,10 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand::SeedableRng;
-use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
+use tidewater_workloads::nemesis::{NemesisOp, TargetRole, WaitFor};
 use tokio::time::Instant;
 
 /// Mixed into the run's seed so the nemesis's draws do not mirror the workload's.
@@ -73,10 +73,10 @@ impl Nemesis {
         let mut done = 0;
         for step in &plan.step {
             let now = Instant::now();
-            let when = match (step.at_s, step.after_s) {
-                (Some(at), _) => started + Duration::from_secs_f64(at),
-                (None, Some(after)) => now + Duration::from_secs_f64(after),
-                (None, None) => now,
+            let when = match step.when {
+                When::At { at_s } => started + Duration::from_secs_f64(at_s),
+                When::After { after_s } => now + Duration::from_secs_f64(after_s),
+                When::Now => now,
             };
             if when >= deadline {
                 break;
@@ -97,7 +97,7 @@ impl Nemesis {
         let healed = self
             .blocking(|c| c.net().heal().map_err(|e| e.to_string()))
             .await;
-        self.record("stop-partition", Value::Null, healed.clone().err());
+        self.record(NemesisOp::StopPartition, healed.clone().err());
         errors.extend(healed.err());
         // Node state queries may be remote round trips (ssh): off the async threads.
         let paused = self
@@ -111,7 +111,7 @@ impl Nemesis {
             .unwrap_or_default();
         if !paused.is_empty() {
             let e = self.each(&paused, |c, n| c.resume(n)).await;
-            self.record("stop-pause", json!(paused), e.clone());
+            self.record(NemesisOp::StopPause { nodes: paused }, e.clone());
             errors.extend(e);
         }
         let down = self
@@ -135,43 +135,18 @@ impl Nemesis {
 
     /// Runs one step now. Waits give up at `deadline` at the latest.
     pub async fn execute(&mut self, step: &Step, deadline: Instant) -> Result<(), String> {
-        let nodes = match &step.target {
-            Some(t) => match self.resolve(t).await {
-                Ok(nodes) => nodes,
-                Err(e) => {
-                    let e = format!("target {t}: {e}");
-                    self.record(
-                        op_name(step.action),
-                        json!({"target": t.to_string()}),
-                        Some(e.clone()),
-                    );
-                    return Err(e);
-                }
-            },
+        let nodes = match step.action.target() {
+            Some(t) => self.resolve_recorded(step, TargetRole::Target, t).await?,
             None => vec![],
         };
         if let Some(name) = &step.bind {
             self.bindings.insert(name.clone(), nodes.clone());
         }
         let all = self.cluster.node_names();
-        match step.action {
-            Action::Isolate => self.partition(net::isolate(&all, &nodes)).await,
-            Action::Cut => {
-                let Some(from) = &step.from else {
-                    return Err("cut needs from".into());
-                };
-                let from_nodes = match self.resolve(from).await {
-                    Ok(n) => n,
-                    Err(e) => {
-                        let e = format!("from {from}: {e}");
-                        self.record(
-                            "start-partition",
-                            json!({"from": from.to_string()}),
-                            Some(e.clone()),
-                        );
-                        return Err(e);
-                    }
-                };
+        match &step.action {
+            Action::Isolate { .. } => self.partition(net::isolate(&all, &nodes)).await,
+            Action::Cut { from, .. } => {
+                let from_nodes = self.resolve_recorded(step, TargetRole::From, from).await?;
                 let target: Vec<String> = nodes
                     .iter()
                     .filter(|n| !from_nodes.contains(n))
@@ -179,32 +154,29 @@ impl Nemesis {
                     .collect();
                 self.partition(net::complete(&[target, from_nodes])).await
             }
-            Action::CutClients => self.partition(net::cut_clients(&nodes)).await,
-            Action::Partition => {
-                let grudge = match (&step.grudge, step.kind) {
-                    (Some(g), _) => g.clone(),
-                    (None, Some(kind)) => self.shape(kind),
-                    (None, None) => return Err("partition needs a kind or a grudge".into()),
-                };
+            Action::CutClients { .. } => self.partition(net::cut_clients(&nodes)).await,
+            Action::Partition(Partition::Grudge(grudge)) => self.partition(grudge.clone()).await,
+            Action::Partition(Partition::Random(kind)) => {
+                let grudge = self.shape(*kind);
                 self.partition(grudge).await
             }
             Action::Heal => {
                 let r = self
                     .blocking(|c| c.net().heal().map_err(|e| e.to_string()))
                     .await;
-                self.record("stop-partition", Value::Null, r.clone().err());
+                self.record(NemesisOp::StopPartition, r.clone().err());
                 r
             }
-            Action::Kill => self.on_nodes("start-kill", &nodes, |c, n| c.kill(n)).await,
-            Action::Stop => self.on_nodes("start-kill", &nodes, |c, n| c.stop(n)).await,
-            Action::PowerLoss => {
-                let torn_seed = step.torn.then(|| self.rng.gen::<u64>());
+            Action::Kill { .. } => self.on_nodes(start_kill, &nodes, |c, n| c.kill(n)).await,
+            Action::Stop { .. } => self.on_nodes(start_kill, &nodes, |c, n| c.stop(n)).await,
+            Action::PowerLoss { torn, .. } => {
+                let torn_seed = torn.then(|| self.rng.gen::<u64>());
                 let r = self.power_loss(&nodes, torn_seed).await;
                 self.powered_off.extend(nodes.iter().cloned());
                 r
             }
-            Action::Start => self.start_nodes(&nodes).await,
-            Action::Restart => {
+            Action::Start { .. } => self.start_nodes(&nodes).await,
+            Action::Restart { .. } => {
                 // A node without power has nothing to stop: its start ends the power loss.
                 let up: Vec<String> = nodes
                     .iter()
@@ -214,28 +186,48 @@ impl Nemesis {
                 let stopped = if up.is_empty() {
                     Ok(())
                 } else {
-                    self.on_nodes("start-kill", &up, |c, n| c.stop(n)).await
+                    self.on_nodes(start_kill, &up, |c, n| c.stop(n)).await
                 };
                 let started = self.start_nodes(&nodes).await;
                 stopped.and(started)
             }
-            Action::Pause => {
-                self.on_nodes("start-pause", &nodes, |c, n| c.pause(n))
-                    .await
+            Action::Pause { .. } => {
+                let start_pause = |nodes| NemesisOp::StartPause { nodes };
+                self.on_nodes(start_pause, &nodes, |c, n| c.pause(n)).await
             }
-            Action::Resume => {
-                self.on_nodes("stop-pause", &nodes, |c, n| c.resume(n))
-                    .await
+            Action::Resume { .. } => {
+                let stop_pause = |nodes| NemesisOp::StopPause { nodes };
+                self.on_nodes(stop_pause, &nodes, |c, n| c.resume(n)).await
             }
-            Action::WaitForIsrShrink
-            | Action::WaitForIsrExpand
-            | Action::WaitForLeader
-            | Action::WaitForIsrFull => self.wait(step, &nodes, deadline).await,
+            Action::Wait(wait) => self.wait(wait, &nodes, deadline).await,
         }
     }
 
-    fn record(&self, f: &str, value: Value, error: Option<String>) {
-        self.recorder.nemesis(f, value, error);
+    /// The nodes `target` (the step's `role` target) names now; when it names none, records
+    /// the step's op with the target instead of nodes, and the error.
+    async fn resolve_recorded(
+        &mut self,
+        step: &Step,
+        role: TargetRole,
+        target: &Target,
+    ) -> Result<Vec<String>, String> {
+        match self.resolve(target).await {
+            Ok(nodes) => Ok(nodes),
+            Err(e) => {
+                let e = format!("{} {target}: {e}", role.name());
+                let op = NemesisOp::Unresolved {
+                    name: step.action.op_name(),
+                    role,
+                    target: target.to_string(),
+                };
+                self.record(op, Some(e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    fn record(&self, op: NemesisOp, error: Option<String>) {
+        self.recorder.nemesis(op, error);
     }
 
     /// Runs a blocking cluster call off the async runtime.
@@ -272,14 +264,15 @@ impl Nemesis {
         r.err()
     }
 
+    /// Applies `op` to each node and records `recorded` of the nodes, with the errors.
     async fn on_nodes(
         &self,
-        f: &str,
+        recorded: fn(Vec<String>) -> NemesisOp,
         nodes: &[String],
         op: fn(&dyn Cluster, &str) -> cluster::Result<()>,
     ) -> Result<(), String> {
         let error = self.each(nodes, op).await;
-        self.record(f, json!(nodes), error.clone());
+        self.record(recorded(nodes.to_vec()), error.clone());
         error.map_or(Ok(()), Err)
     }
 
@@ -289,11 +282,11 @@ impl Nemesis {
         let error = self
             .each(nodes, move |c, n| c.power_loss(n, torn_seed))
             .await;
-        let value = match torn_seed {
-            Some(seed) => json!({"nodes": nodes, "torn_seed": seed}),
-            None => json!(nodes),
+        let op = NemesisOp::StartPowerLoss {
+            nodes: nodes.to_vec(),
+            torn_seed,
         };
-        self.record("start-power-loss", value, error.clone());
+        self.record(op, error.clone());
         error.map_or(Ok(()), Err)
     }
 
@@ -306,8 +299,9 @@ impl Nemesis {
             .partition(|n| self.powered_off.contains(n));
         let mut result = Ok(());
         if !powered.is_empty() {
+            let stop_power_loss = |nodes| NemesisOp::StopPowerLoss { nodes };
             let r = self
-                .on_nodes("stop-power-loss", &powered, |c, n| c.start(n))
+                .on_nodes(stop_power_loss, &powered, |c, n| c.start(n))
                 .await;
             for n in &powered {
                 self.powered_off.remove(n);
@@ -315,18 +309,19 @@ impl Nemesis {
             result = result.and(r);
         }
         if !killed.is_empty() {
-            let r = self.on_nodes("stop-kill", &killed, |c, n| c.start(n)).await;
+            let stop_kill = |nodes| NemesisOp::StopKill { nodes };
+            let r = self.on_nodes(stop_kill, &killed, |c, n| c.start(n)).await;
             result = result.and(r);
         }
         result
     }
 
     async fn partition(&self, grudge: Grudge) -> Result<(), String> {
-        let value = json!(grudge);
+        let applied = grudge.clone();
         let r = self
-            .blocking(move |c| c.net().partition(&grudge).map_err(|e| e.to_string()))
+            .blocking(move |c| c.net().partition(&applied).map_err(|e| e.to_string()))
             .await;
-        self.record("start-partition", value, r.clone().err());
+        self.record(NemesisOp::StartPartition { grudge }, r.clone().err());
         r
     }
 
@@ -334,11 +329,7 @@ impl Nemesis {
     fn shape(&mut self, kind: PartitionKind) -> Grudge {
         let mut nodes = self.cluster.node_names();
         nodes.shuffle(&mut self.rng);
-        match kind {
-            PartitionKind::Halves => net::halves(&nodes),
-            PartitionKind::MajoritiesRing => net::majorities_ring(&nodes),
-            PartitionKind::Bridge => net::bridge(&nodes),
-        }
+        kind.grudge(&nodes)
     }
 
     async fn state(&self, key: &str) -> Result<PartitionState, String> {
@@ -440,36 +431,38 @@ impl Nemesis {
         Ok(nodes)
     }
 
-    /// Polls the metadata until the step's condition holds, its timeout passes or `deadline`.
-    async fn wait(&self, step: &Step, nodes: &[String], deadline: Instant) -> Result<(), String> {
-        let key = step.key.as_deref().unwrap_or_default();
-        let timeout = Duration::from_secs_f64(step.wait_timeout_s());
+    /// Polls the metadata until the wait's condition holds, its bound passes or `deadline`.
+    async fn wait(&self, wait: &Wait, nodes: &[String], deadline: Instant) -> Result<(), String> {
+        let key = wait.key();
+        let until = wait.until();
+        let timeout = Duration::from_secs_f64(wait.bound_s());
         let end = deadline.min(Instant::now() + timeout);
         let started = Instant::now();
         loop {
             let state = self.view.partition_state(key).await;
-            let holds = state.as_ref().is_some_and(|s| match step.action {
-                Action::WaitForIsrShrink => nodes.iter().all(|n| !s.isr.contains(n)),
-                Action::WaitForIsrExpand => nodes.iter().all(|n| s.isr.contains(n)),
-                Action::WaitForIsrFull => {
+            let holds = state.as_ref().is_some_and(|s| match until {
+                WaitFor::IsrShrink => nodes.iter().all(|n| !s.isr.contains(n)),
+                WaitFor::IsrExpand => nodes.iter().all(|n| s.isr.contains(n)),
+                WaitFor::IsrFull => {
                     !s.replicas.is_empty() && s.replicas.iter().all(|n| s.isr.contains(n))
                 }
-                _ => s
+                WaitFor::Leader => s
                     .leader
                     .as_ref()
                     .is_some_and(|l| nodes.is_empty() || nodes.contains(l)),
             });
             if holds || Instant::now() >= end {
                 let s = state.unwrap_or_default();
-                let value = json!({
-                    "key": key,
-                    "nodes": nodes,
-                    "leader": s.leader,
-                    "isr": s.isr,
-                    "waited_ms": started.elapsed().as_millis() as u64,
-                });
+                let op = NemesisOp::Waited {
+                    until,
+                    key: key.to_string(),
+                    nodes: nodes.to_vec(),
+                    leader: s.leader,
+                    isr: s.isr,
+                    waited_ms: started.elapsed().as_millis() as u64,
+                };
                 let error = (!holds).then(|| format!("still not so after {:?}", started.elapsed()));
-                self.record(step.action.name(), value, error.clone());
+                self.record(op, error.clone());
                 return error.map_or(Ok(()), Err);
             }
             tokio::time::sleep(WAIT_POLL_INTERVAL).await;
@@ -477,23 +470,9 @@ impl Nemesis {
     }
 }
 
-/// The fault an action starts, as the history names it (the `X` of `start-X`), if any.
-pub fn fault_kind(action: Action) -> Option<&'static str> {
-    op_name(action).strip_prefix("start-")
-}
-
-/// The history `f` of an action's (first) operation.
-fn op_name(action: Action) -> &'static str {
-    match action {
-        Action::Isolate | Action::Partition | Action::Cut | Action::CutClients => "start-partition",
-        Action::Heal => "stop-partition",
-        Action::Kill | Action::Stop | Action::Restart => "start-kill",
-        Action::PowerLoss => "start-power-loss",
-        Action::Start => "stop-kill",
-        Action::Pause => "start-pause",
-        Action::Resume => "stop-pause",
-        other => other.name(),
-    }
+/// The op of nodes killed or stopped.
+fn start_kill(nodes: Vec<String>) -> NemesisOp {
+    NemesisOp::StartKill { nodes }
 }
 
 /// Sorts `c1` before `n1 < n2 < n10`.

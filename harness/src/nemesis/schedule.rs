@@ -21,15 +21,17 @@
 //! previous one finished), so a fault whose wait takes longer pushes the next fault back
 //! instead of overlapping it.
 
-use super::plan::{Action, FaultPlan, PlanError, Step, STEPS_MAX};
+use super::plan::{
+    Action, FaultPlan, Partition, PartitionKind, PlanError, Step, Wait, When, STEPS_MAX,
+};
 use super::target::Target;
 use crate::cluster::CONTROLLER;
-use crate::net;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use tidewater_workloads::nemesis::Fault;
 
 /// Mixed into the run's seed so the schedule's draws differ from the nemesis's and the
 /// workload's.
@@ -47,34 +49,6 @@ pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: u64 = 30_000;
 /// Bound on a wait inside a random fault, whatever the timeouts: a fault must not hang the run.
 const WAIT_TIMEOUT_MAX_S: f64 = 120.0;
 
-/// A family of faults, as named on the command line: `--nemesis kill,pause,partition`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Fault {
-    /// SIGKILL or stop nodes, start them again.
-    Kill,
-    /// SIGSTOP nodes, SIGCONT them.
-    Pause,
-    /// Network partitions, healed afterwards.
-    Partition,
-    /// Power loss (SIGKILL and loss of unsynced writes), nodes booted again afterwards. Not
-    /// in the default list: it needs a lossy filesystem under the nodes' data.
-    #[serde(rename = "power-loss")]
-    PowerLoss,
-}
-
-impl Fault {
-    /// The name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Fault::Kill => "kill",
-            Fault::Pause => "pause",
-            Fault::Partition => "partition",
-            Fault::PowerLoss => "power-loss",
-        }
-    }
-}
-
 /// One kind of fault the random schedule draws. Each is a short script of plan steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FaultKind {
@@ -91,12 +65,9 @@ pub enum FaultKind {
     IsolateOne,
     /// The controller cut from every broker.
     IsolateController,
-    /// A random split in two over every node.
-    Halves,
-    /// Every node sees a different majority.
-    MajoritiesRing,
-    /// Two halves joined by one node.
-    Bridge,
+    /// A random partition shape over every node (a split in two, a majorities ring, a
+    /// bridge), drawn here and stored as its grudge.
+    Shape(PartitionKind),
     /// The harness host (clients) cut from the leader; its peers still reach it.
     CutClientsLeader,
     /// SIGSTOP the leader: sometimes shorter than the session timeout (no failover, the
@@ -132,7 +103,7 @@ pub enum FaultKind {
     PowerLossAll,
 }
 
-/// What the schedule knows about a kind: its name, the families it needs, its weight.
+/// What the schedule knows about a kind: its name, the fault families it needs, its weight.
 struct KindInfo {
     kind: FaultKind,
     name: &'static str,
@@ -165,14 +136,9 @@ const KINDS: &[KindInfo] = &[
         &[Fault::Partition],
         1,
     ),
-    kind(FaultKind::Halves, "halves", &[Fault::Partition], 1),
-    kind(
-        FaultKind::MajoritiesRing,
-        "majorities-ring",
-        &[Fault::Partition],
-        1,
-    ),
-    kind(FaultKind::Bridge, "bridge", &[Fault::Partition], 1),
+    shape(PartitionKind::Halves),
+    shape(PartitionKind::MajoritiesRing),
+    shape(PartitionKind::Bridge),
     kind(
         FaultKind::CutClientsLeader,
         "cut-clients-leader",
@@ -232,6 +198,16 @@ const fn kind(
     }
 }
 
+/// A random partition shape, named as in plans, drawn as often as `isolate-one`.
+const fn shape(shape: PartitionKind) -> KindInfo {
+    kind(
+        FaultKind::Shape(shape),
+        shape.name(),
+        &[Fault::Partition],
+        1,
+    )
+}
+
 fn info(kind: FaultKind) -> &'static KindInfo {
     KINDS
         .iter()
@@ -243,6 +219,11 @@ impl FaultKind {
     /// The name on the command line and in notes (`isolate-leader`).
     pub fn name(self) -> &'static str {
         info(self).name
+    }
+
+    /// The fault families it injects, all of which `--nemesis` must name to draw it.
+    pub fn families(self) -> &'static [Fault] {
+        info(self).families
     }
 
     /// Every kind, in the order of [`KINDS`].
@@ -309,12 +290,8 @@ pub fn parse_faults(s: &str) -> Result<Vec<FaultKind>, PlanError> {
     let mut families = vec![];
     let mut named = vec![];
     for word in s.split(',').map(str::trim) {
-        match word {
-            "kill" => families.push(Fault::Kill),
-            "pause" => families.push(Fault::Pause),
-            "partition" => families.push(Fault::Partition),
-            "power-loss" => families.push(Fault::PowerLoss),
-            other => match KINDS.iter().find(|k| k.name == other) {
+        match Fault::parse(word) {
+            Fault::Other(other) => match KINDS.iter().find(|k| k.name == other) {
                 Some(k) => named.push(k.kind),
                 None => {
                     let names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
@@ -325,6 +302,7 @@ pub fn parse_faults(s: &str) -> Result<Vec<FaultKind>, PlanError> {
                     )));
                 }
             },
+            family => families.push(family),
         }
     }
     Ok(KINDS
@@ -372,7 +350,7 @@ pub fn random_plan(
         }
         let kind = choose_kind(&mut rng, faults);
         let (mut fault, length_s) = draw.fault(&mut rng, kind, &format!("f{index}"));
-        fault[0].after_s = Some(gap_s);
+        fault[0].when = When::After { after_s: gap_s };
         fault[0].note = Some(format!("f{index}: {}", kind.name()));
         steps.extend(fault);
         elapsed_s += gap_s + length_s;
@@ -426,26 +404,30 @@ struct Draw<'a> {
     timeouts: ClusterTimeouts,
 }
 
-/// A step with an action and an optional target string (always a valid one).
-fn step(action: Action, target: Option<String>) -> Step {
+/// A target the schedule wrote (always a valid one).
+fn target(text: &str) -> Target {
+    text.parse().expect("schedule targets parse")
+}
+
+/// The nodes an earlier step bound as `name`.
+fn bound_to(name: &str) -> Target {
+    Target::Bound(name.to_string())
+}
+
+/// A step of `action` that binds its nodes as `bind`.
+fn bound(action: Action, bind: &str) -> Step {
     Step {
-        target: target.map(|t| t.parse::<Target>().expect("schedule targets parse")),
+        bind: Some(bind.to_string()),
         ..Step::new(action)
     }
 }
 
-/// `step` with a binding.
-fn bound(action: Action, target: String, bind: &str) -> Step {
-    Step {
-        bind: Some(bind.to_string()),
-        ..step(action, Some(target))
-    }
-}
-
-/// `step` that runs `after_s` after the previous one.
+/// `s`, run `after_s` after the previous step.
 fn after(after_s: f64, s: Step) -> Step {
     Step {
-        after_s: Some(round(after_s)),
+        when: When::After {
+            after_s: round(after_s),
+        },
         ..s
     }
 }
@@ -457,41 +439,43 @@ impl Draw<'_> {
     }
 
     /// The bound of a wait for the cluster to heal itself after a fault.
-    fn wait_bound_s(&self) -> f64 {
-        (5.0 * self.timeouts.failover_s()).clamp(30.0, WAIT_TIMEOUT_MAX_S)
+    fn wait_bound_s(&self) -> Option<f64> {
+        Some((5.0 * self.timeouts.failover_s()).clamp(30.0, WAIT_TIMEOUT_MAX_S))
     }
 
-    fn wait(&self, action: Action, target: Option<String>) -> Step {
-        Step {
-            key: Some(self.key.to_string()),
-            timeout_s: Some(self.wait_bound_s()),
-            ..step(action, target)
-        }
+    /// The key the faults aim at, as a wait names it.
+    fn key(&self) -> String {
+        self.key.to_string()
     }
 
-    /// `count` random brokers, sorted, as a target string.
-    fn random_brokers(&self, rng: &mut StdRng, count: usize) -> String {
+    /// `leader:KEY`.
+    fn leader(&self) -> Target {
+        Target::Leader(self.key())
+    }
+
+    /// `count` random brokers, sorted, as a target.
+    fn random_brokers(&self, rng: &mut StdRng, count: usize) -> Target {
         let mut chosen: Vec<String> = self
             .brokers
             .choose_multiple(rng, count.clamp(1, self.brokers.len()))
             .cloned()
             .collect();
         chosen.sort_by_key(|n| n[1..].parse::<u32>().unwrap_or(u32::MAX));
-        chosen.join(",")
+        Target::Nodes(chosen)
     }
 
-    /// A node fault (kill, pause) on `target` for `length_s`, undone by `off`.
+    /// A node fault (kill, pause, power loss) on `target` for `length_s`, undone by `off`.
     fn node_fault(
         &self,
-        on: Action,
-        off: Action,
-        target: String,
+        on: fn(Target) -> Action,
+        off: fn(Target) -> Action,
+        target: Target,
         bind: &str,
         length_s: f64,
     ) -> (Vec<Step>, f64) {
         let steps = vec![
-            bound(on, target, bind),
-            after(length_s, step(off, Some(format!("@{bind}")))),
+            bound(on(target), bind),
+            after(length_s, Step::new(off(bound_to(bind)))),
         ];
         (steps, length_s)
     }
@@ -499,7 +483,7 @@ impl Draw<'_> {
     /// A network fault started by `start`, healed after `length_s`.
     fn net_fault(&self, start: Step, length_s: f64) -> (Vec<Step>, f64) {
         (
-            vec![start, after(length_s, step(Action::Heal, None))],
+            vec![start, after(length_s, Step::new(Action::Heal))],
             length_s,
         )
     }
@@ -507,57 +491,55 @@ impl Draw<'_> {
     /// The steps of one fault (the first one's `after_s` is set by the caller) and its
     /// nominal length in seconds (waits counted as instant).
     fn fault(&self, rng: &mut StdRng, kind: FaultKind, bind: &str) -> (Vec<Step>, f64) {
-        let key = self.key;
-        let leader = format!("leader:{key}");
+        let kill = |target| Action::Kill { target };
+        let start = |target| Action::Start { target };
+        let pause = |target| Action::Pause { target };
+        let resume = |target| Action::Resume { target };
+        let power_loss = |target| Action::PowerLoss {
+            target,
+            torn: false,
+        };
         match kind {
             FaultKind::IsolateLeader => {
                 let length = self.failover(rng, 1.5, 3.0);
-                self.net_fault(bound(Action::Isolate, leader, bind), length)
+                let target = self.leader();
+                self.net_fault(bound(Action::Isolate { target }, bind), length)
             }
             FaultKind::LeaderCut => {
                 let length = self.failover(rng, 1.5, 3.0);
-                let cut = Step {
-                    from: Some(
-                        format!("controller+follower:{key}")
-                            .parse()
-                            .expect("a valid target"),
-                    ),
-                    ..bound(Action::Cut, leader, bind)
+                let cut = Action::Cut {
+                    target: self.leader(),
+                    from: target(&format!("controller+follower:{}", self.key)),
                 };
-                self.net_fault(cut, length)
+                self.net_fault(bound(cut, bind), length)
             }
             FaultKind::Failback => self.failback(rng, bind),
             FaultKind::IsolateOne => {
                 let length = self.failover(rng, 1.0, 3.0);
                 let node = self.nodes.choose(rng).expect("nodes are not empty").clone();
-                self.net_fault(bound(Action::Isolate, node, bind), length)
+                let target = Target::Nodes(vec![node]);
+                self.net_fault(bound(Action::Isolate { target }, bind), length)
             }
             FaultKind::IsolateController => {
                 let length = self.failover(rng, 1.0, 3.0);
-                let isolate = bound(Action::Isolate, CONTROLLER.to_string(), bind);
-                self.net_fault(isolate, length)
+                let target = Target::Nodes(vec![CONTROLLER.to_string()]);
+                self.net_fault(bound(Action::Isolate { target }, bind), length)
             }
-            FaultKind::Halves | FaultKind::MajoritiesRing | FaultKind::Bridge => {
+            FaultKind::Shape(shape) => {
                 let length = self.failover(rng, 1.0, 3.0);
                 let mut shuffled = self.nodes.to_vec();
                 shuffled.shuffle(rng);
-                let (grudge, shape) = match kind {
-                    FaultKind::Halves => (net::halves(&shuffled), "halves"),
-                    FaultKind::MajoritiesRing => {
-                        (net::majorities_ring(&shuffled), "majorities-ring")
-                    }
-                    _ => (net::bridge(&shuffled), "bridge"),
-                };
+                let grudge = shape.grudge(&shuffled);
                 let partition = Step {
-                    grudge: Some(grudge),
-                    note: Some(shape.to_string()),
-                    ..Step::new(Action::Partition)
+                    note: Some(shape.name().to_string()),
+                    ..Step::new(Action::Partition(Partition::Grudge(grudge)))
                 };
                 self.net_fault(partition, length)
             }
             FaultKind::CutClientsLeader => {
                 let length = self.failover(rng, 1.0, 2.0);
-                self.net_fault(bound(Action::CutClients, leader, bind), length)
+                let target = self.leader();
+                self.net_fault(bound(Action::CutClients { target }, bind), length)
             }
             FaultKind::PauseLeader => {
                 // A third of the pauses end before the session timeout: no failover, and the
@@ -567,51 +549,51 @@ impl Draw<'_> {
                 } else {
                     self.failover(rng, 1.5, 3.0)
                 };
-                self.node_fault(Action::Pause, Action::Resume, leader, bind, length)
+                self.node_fault(pause, resume, self.leader(), bind, length)
             }
             FaultKind::PauseOne => {
                 let length = self.failover(rng, 1.0, 3.0);
                 let target = self.random_brokers(rng, 1);
-                self.node_fault(Action::Pause, Action::Resume, target, bind, length)
+                self.node_fault(pause, resume, target, bind, length)
             }
             FaultKind::PauseController => {
                 let length = self.failover(rng, 0.5, 2.0);
-                let target = CONTROLLER.to_string();
-                self.node_fault(Action::Pause, Action::Resume, target, bind, length)
+                let target = Target::Nodes(vec![CONTROLLER.to_string()]);
+                self.node_fault(pause, resume, target, bind, length)
             }
             FaultKind::KillLeader => {
                 let length = self.failover(rng, 1.0, 2.5);
-                self.node_fault(Action::Kill, Action::Start, leader, bind, length)
+                self.node_fault(kill, start, self.leader(), bind, length)
             }
             FaultKind::KillOne => {
                 let length = self.failover(rng, 1.0, 2.5);
                 let target = self.random_brokers(rng, 1);
-                self.node_fault(Action::Kill, Action::Start, target, bind, length)
+                self.node_fault(kill, start, target, bind, length)
             }
             FaultKind::KillMinority => {
                 let length = self.failover(rng, 1.0, 2.5);
                 let target = self.random_brokers(rng, self.brokers.len() / 2);
-                self.node_fault(Action::Kill, Action::Start, target, bind, length)
+                self.node_fault(kill, start, target, bind, length)
             }
             FaultKind::KillIsr => {
                 let length = self.failover(rng, 1.0, 2.0);
-                let target = format!("isr:{key}");
-                self.node_fault(Action::Kill, Action::Start, target, bind, length)
+                let target = Target::Isr(self.key());
+                self.node_fault(kill, start, target, bind, length)
             }
             FaultKind::RollingRestart => self.rolling_restart(rng, bind),
             FaultKind::IsrCascade => self.isr_cascade(rng, bind),
             FaultKind::PowerLossLeader => {
                 let length = self.failover(rng, 1.0, 2.5);
-                self.node_fault(Action::PowerLoss, Action::Start, leader, bind, length)
+                self.node_fault(power_loss, start, self.leader(), bind, length)
             }
             FaultKind::PowerLossOne => {
                 let length = self.failover(rng, 1.0, 2.5);
                 let target = self.random_brokers(rng, 1);
-                self.node_fault(Action::PowerLoss, Action::Start, target, bind, length)
+                self.node_fault(power_loss, start, target, bind, length)
             }
             FaultKind::PowerLossAll => {
                 let length = self.failover(rng, 0.5, 1.5);
-                self.node_fault(Action::PowerLoss, Action::Start, "all".into(), bind, length)
+                self.node_fault(power_loss, start, Target::All, bind, length)
             }
         }
     }
@@ -625,12 +607,35 @@ impl Draw<'_> {
         let old = format!("{bind}-old");
         let others = format!("{bind}-others");
         let steps = vec![
-            bound(Action::Isolate, format!("leader:{key}"), &old),
-            after(isolated_s, step(Action::Heal, None)),
-            self.wait(Action::WaitForIsrExpand, Some(format!("@{old}"))),
-            bound(Action::Kill, format!("isr:{key} except @{old}"), &others),
-            self.wait(Action::WaitForLeader, Some(format!("@{old}"))),
-            after(led_again_s, step(Action::Start, Some(format!("@{others}")))),
+            bound(
+                Action::Isolate {
+                    target: self.leader(),
+                },
+                &old,
+            ),
+            after(isolated_s, Step::new(Action::Heal)),
+            Step::new(Action::Wait(Wait::IsrExpand {
+                key: self.key(),
+                target: bound_to(&old),
+                timeout_s: self.wait_bound_s(),
+            })),
+            bound(
+                Action::Kill {
+                    target: target(&format!("isr:{key} except @{old}")),
+                },
+                &others,
+            ),
+            Step::new(Action::Wait(Wait::Leader {
+                key: self.key(),
+                target: Some(bound_to(&old)),
+                timeout_s: self.wait_bound_s(),
+            })),
+            after(
+                led_again_s,
+                Step::new(Action::Start {
+                    target: bound_to(&others),
+                }),
+            ),
         ];
         (steps, isolated_s + led_again_s)
     }
@@ -651,26 +656,51 @@ impl Draw<'_> {
         let stale = format!("{bind}-stale");
         let second = format!("{bind}-second");
         let last = format!("{bind}-last");
+        let shrink = |name: &str| {
+            Step::new(Action::Wait(Wait::IsrShrink {
+                key: self.key(),
+                target: bound_to(name),
+                timeout_s: self.wait_bound_s(),
+            }))
+        };
         let steps = vec![
-            bound(Action::Kill, format!("follower:{key}"), &stale),
-            self.wait(Action::WaitForIsrShrink, Some(format!("@{stale}"))),
+            bound(
+                Action::Kill {
+                    target: Target::Follower(self.key()),
+                },
+                &stale,
+            ),
+            shrink(&stale),
             after(
                 smaller_isr_s,
                 bound(
-                    Action::Kill,
-                    format!("isr:{key} except leader:{key}"),
+                    Action::Kill {
+                        target: target(&format!("isr:{key} except leader:{key}")),
+                    },
                     &second,
                 ),
             ),
-            self.wait(Action::WaitForIsrShrink, Some(format!("@{second}"))),
+            shrink(&second),
             after(
                 leader_alone_s,
-                bound(Action::Kill, format!("leader:{key}"), &last),
+                bound(
+                    Action::Kill {
+                        target: self.leader(),
+                    },
+                    &last,
+                ),
             ),
-            after(1.0, step(Action::Start, Some(format!("@{stale}")))),
+            after(
+                1.0,
+                Step::new(Action::Start {
+                    target: bound_to(&stale),
+                }),
+            ),
             after(
                 stale_alone_s,
-                step(Action::Start, Some(format!("@{second}+@{last}"))),
+                Step::new(Action::Start {
+                    target: target(&format!("@{second}+@{last}")),
+                }),
             ),
         ];
         (steps, smaller_isr_s + leader_alone_s + 1.0 + stale_alone_s)
@@ -683,13 +713,18 @@ impl Draw<'_> {
         let pause_s = round(self.timeouts.failover_s() * 0.5);
         let mut steps = vec![];
         for (i, node) in order.iter().enumerate() {
-            let restart = bound(Action::Restart, node.clone(), &format!("{bind}-{i}"));
+            let target = Target::Nodes(vec![node.clone()]);
+            let restart = bound(Action::Restart { target }, &format!("{bind}-{i}"));
             steps.push(if i == 0 {
                 restart
             } else {
                 after(pause_s, restart)
             });
-            steps.push(after(1.0, self.wait(Action::WaitForIsrFull, None)));
+            let full = Wait::IsrFull {
+                key: self.key(),
+                timeout_s: self.wait_bound_s(),
+            };
+            steps.push(after(1.0, Step::new(Action::Wait(full))));
         }
         (steps, order.len() as f64 * (pause_s + 1.0))
     }
@@ -698,6 +733,14 @@ impl Draw<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A step's `after_s`, if it has one.
+    fn after_s(step: &Step) -> Option<f64> {
+        match step.when {
+            When::After { after_s } => Some(after_s),
+            When::Now | When::At { .. } => None,
+        }
+    }
 
     fn nodes() -> Vec<String> {
         ["c1", "n1", "n2", "n3", "n4", "n5"]
@@ -782,12 +825,12 @@ mod tests {
         let failover_s = 4.0;
         let mut faults = 0;
         for pair in plan.step.chunks(2) {
-            assert_eq!(pair[0].action, Action::Isolate);
-            let gap = pair[0].after_s.unwrap();
+            assert!(matches!(pair[0].action, Action::Isolate { .. }));
+            let gap = after_s(&pair[0]).unwrap();
             assert!((3.75..=7.5).contains(&gap), "gap {gap}");
             if let [_, heal] = pair {
                 assert_eq!(heal.action, Action::Heal);
-                let length = heal.after_s.unwrap();
+                let length = after_s(heal).unwrap();
                 assert!(
                     (1.5 * failover_s..=3.0 * failover_s).contains(&length),
                     "isolated for {length} s"
@@ -810,7 +853,7 @@ mod tests {
             "t0/0",
             slow,
         );
-        assert!(p.unwrap().step[1].after_s.unwrap() >= 30.0);
+        assert!(after_s(&p.unwrap().step[1]).unwrap() >= 30.0);
     }
 
     #[test]
@@ -834,7 +877,7 @@ mod tests {
         let mut faults: Vec<(String, f64, f64)> = vec![];
         let mut now_s = 0.0;
         for s in &plan.step {
-            now_s += s.after_s.unwrap_or(0.0);
+            now_s += after_s(s).unwrap_or(0.0);
             match s.note.as_deref().and_then(|n| n.split_once(": ")) {
                 Some((_, kind)) => faults.push((kind.to_string(), now_s, now_s)),
                 None => {
@@ -877,7 +920,7 @@ mod tests {
         let fault: Vec<(&str, String)> = plan.step[..6]
             .iter()
             .map(|s| {
-                let target = s.target.as_ref().map(Target::to_string).unwrap_or_default();
+                let target = s.action.target().map(Target::to_string).unwrap_or_default();
                 (s.action.name(), target)
             })
             .collect();
@@ -900,7 +943,7 @@ mod tests {
         let fault: Vec<(&str, String)> = plan.step[..7]
             .iter()
             .map(|s| {
-                let target = s.target.as_ref().map(Target::to_string).unwrap_or_default();
+                let target = s.action.target().map(Target::to_string).unwrap_or_default();
                 (s.action.name(), target)
             })
             .collect();
@@ -918,20 +961,18 @@ mod tests {
         );
         // The stale replica is alone for longer than the session timeout, so the dead ISR is
         // fenced and an election could pick it before the others return.
-        let alone_s = plan.step[6].after_s.unwrap();
+        let alone_s = after_s(&plan.step[6]).unwrap();
         assert!((5.0..=8.0).contains(&alone_s), "alone for {alone_s} s");
     }
 
     #[test]
     fn leader_cut_cuts_the_controller_and_one_follower_only() {
         let plan = plan(5, &[FaultKind::LeaderCut], 30.0);
-        let cut = &plan.step[0];
-        assert_eq!(cut.action, Action::Cut);
-        assert_eq!(cut.target.as_ref().unwrap().to_string(), "leader:t0/0");
-        assert_eq!(
-            cut.from.as_ref().unwrap().to_string(),
-            "controller+follower:t0/0"
-        );
+        let Action::Cut { target, from } = &plan.step[0].action else {
+            panic!("not a cut: {:?}", plan.step[0]);
+        };
+        assert_eq!(target.to_string(), "leader:t0/0");
+        assert_eq!(from.to_string(), "controller+follower:t0/0");
     }
 
     #[test]
@@ -939,10 +980,10 @@ mod tests {
         let faults = parse_faults("partition").unwrap();
         let plan = plan(3, &faults, 2_000.0);
         for step in &plan.step {
-            match step.action {
-                Action::Partition => assert!(step.grudge.as_ref().is_some_and(|g| !g.is_empty())),
-                Action::Isolate | Action::Cut | Action::CutClients => {
-                    assert!(step.target.is_some())
+            match &step.action {
+                Action::Partition(Partition::Grudge(g)) => assert!(!g.is_empty()),
+                Action::Isolate { .. } | Action::Cut { .. } | Action::CutClients { .. } => {
+                    assert!(step.action.target().is_some())
                 }
                 Action::Heal => {}
                 other => panic!("unexpected {other:?}"),

@@ -9,6 +9,7 @@
 
 pub mod rules;
 
+use crate::control::{Result, CONTROLLER};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Node -> nodes whose packets it drops.
@@ -20,10 +21,10 @@ pub const CLIENT: &str = "client";
 /// Applies and heals network faults on a cluster.
 pub trait Net: Send + Sync {
     /// Replaces the current faults by `grudge` (heals first, so grudges do not stack).
-    fn partition(&self, grudge: &Grudge) -> crate::cluster::Result<()>;
+    fn partition(&self, grudge: &Grudge) -> Result<()>;
 
     /// Removes every rule Tidewater added; touches no other rule.
-    fn heal(&self) -> crate::cluster::Result<()>;
+    fn heal(&self) -> Result<()>;
 
     /// The grudge in force (empty when healed).
     fn current(&self) -> Grudge;
@@ -71,7 +72,7 @@ pub fn isolate_leader(nodes: &[String], leader: Option<&str>) -> Option<Grudge> 
 
 /// Cuts the controller, `c1`, from every broker.
 pub fn isolate_controller(nodes: &[String]) -> Grudge {
-    isolate(nodes, &[crate::cluster::CONTROLLER.to_string()])
+    isolate(nodes, &[CONTROLLER.to_string()])
 }
 
 /// Splits the nodes into the first `len / 2` and the rest: a minority and a majority for an

@@ -15,7 +15,7 @@
 //! any [`NodeShell`] (a network namespace locally, ssh for remote hosts).
 
 use super::{Grudge, Net, CLIENT};
-use crate::cluster::{Error, Result};
+use crate::control::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
@@ -255,6 +255,8 @@ pub struct RuleNet {
     addrs: BTreeMap<String, Ipv4Addr>,
     /// The grudge in force; the lock also serialises apply and heal.
     current: Mutex<Grudge>,
+    /// Set by [`RuleNet::heal_and_close`]: no partition is applied any more.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl RuleNet {
@@ -271,11 +273,22 @@ impl RuleNet {
             method,
             addrs,
             current: Mutex::new(Grudge::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
         };
         for node in net.rule_nodes() {
             net.shell.exec_all(&node, &prepare_commands(method))?;
         }
         Ok(net)
+    }
+
+    /// Heals every node and refuses every later partition: a teardown's heal, which a
+    /// partition the nemesis issues afterwards (a signal in the main phase) must not undo.
+    pub fn heal_and_close(&self) -> Result<()> {
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.heal_all()?;
+        current.clear();
+        Ok(())
     }
 
     /// The method in use.
@@ -341,6 +354,11 @@ impl Net for RuleNet {
     fn partition(&self, grudge: &Grudge) -> Result<()> {
         let by_node = self.addresses(grudge)?;
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::State(
+                "the cluster is being torn down: no partition is applied".into(),
+            ));
+        }
         self.heal_all()?;
         current.clear();
         let work = by_node
@@ -476,6 +494,12 @@ mod tests {
         assert_eq!(heals, 2, "heal runs on both nodes before applying: {log:?}");
         assert_eq!(net.current(), grudge);
         net.heal().unwrap();
+        // After the teardown's heal no partition lands any more.
+        net.heal_and_close().unwrap();
+        assert!(
+            net.partition(&grudge).is_err(),
+            "a closed network takes no partition"
+        );
         assert!(net.current().is_empty());
     }
 

@@ -72,13 +72,16 @@ pub struct RunConfig {
     pub nemesis_interval_s: f64,
     /// A fault plan (name of a shipped plan or a file) instead of the random schedule.
     pub plan: Option<String>,
-    /// The workload: `queue` (producers and independent consumers) or `group` (producers and
-    /// consumer groups, `docs/groups.md`). Older runs without the field ran the queue workload.
+    /// The workload: `queue` (producers and independent consumers), `group` (producers and
+    /// consumer groups, `docs/groups.md`) or `txn` (transactions of sends and polls over
+    /// the Java client, `docs/real-kafka.md`). Older runs without the field ran the queue
+    /// workload.
     #[serde(default = "default_workload")]
     pub workload: String,
-    /// How the workload talks to the brokers: `http` (the companion broker's HTTP API) or
+    /// How the workload talks to the brokers: `http` (the companion broker's HTTP API),
     /// `kafka` (Kafka's binary protocol: rskafka, and Kafka's group protocol for the group
-    /// workload; docs/kafka-protocol.md). Older runs
+    /// workload; docs/kafka-protocol.md) or `java` (Apache Kafka's own Java client behind
+    /// the harness's driver: idempotence and transactions; docs/real-kafka.md). Older runs
     /// without the field used HTTP.
     #[serde(default = "default_client")]
     pub client: String,
@@ -124,6 +127,15 @@ pub struct RunConfig {
     /// without the field ran the companion broker.
     #[serde(default = "default_system", skip_serializing_if = "is_default_system")]
     pub system: String,
+    /// `--idempotence`: the queue workload's producers are idempotent (`enable.idempotence`
+    /// of the Java client; the transactional workload's always are).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idempotence: bool,
+    /// The Java client's producer and consumer configs (`--client java`), Kafka's names,
+    /// fixed when the run is made: what the driver's clients ran with, and what the checker
+    /// reads `enable.idempotence`, `transactional.id` and `isolation.level` from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub java_client: Option<tidewater_workloads::java::ClientConfigs>,
 }
 
 /// The system under test of a run whose config does not name one.
@@ -178,6 +190,18 @@ impl RunConfig {
             .collect()
     }
 
+    /// The test topic as setup creates it: name, partitions, replication factor, its
+    /// topic-level settings and its keys.
+    pub fn topic(&self) -> crate::system::Topic {
+        crate::system::Topic {
+            name: self.topic.clone(),
+            partitions: self.partitions,
+            replication_factor: self.replication_factor,
+            configs: self.topic_configs(),
+            keys: self.keys(),
+        }
+    }
+
     /// The `--set` entries that are topic-level settings.
     pub fn topic_configs(&self) -> BTreeMap<String, String> {
         self.sets
@@ -194,6 +218,21 @@ impl RunConfig {
             .filter(|(k, _)| !TOPIC_ONLY_SETTINGS.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+
+    /// The Java client's configs of a run over `--client java`: the stored ones, or for a
+    /// config made without them (a matrix cell's overlay), the ones its settings give.
+    pub fn java_client_configs(&self) -> Option<tidewater_workloads::java::ClientConfigs> {
+        if self.client != "java" {
+            return None;
+        }
+        Some(self.java_client.clone().unwrap_or_else(|| {
+            tidewater_workloads::java::ClientConfigs::for_run(
+                &self.workload,
+                &self.acks,
+                self.idempotence,
+            )
+        }))
     }
 
     /// Adds the [`HARNESS_DEFAULT_SETTINGS`] the run does not set itself, so they are stored
@@ -235,9 +274,9 @@ impl RunConfig {
                 self.concurrency
             ));
         }
-        if !matches!(self.workload.as_str(), "queue" | "group") {
+        if !matches!(self.workload.as_str(), "queue" | "group" | "txn") {
             return Err(format!(
-                "--workload must be queue or group, not {:?}",
+                "--workload must be queue, group or txn, not {:?}",
                 self.workload
             ));
         }
@@ -260,23 +299,78 @@ impl RunConfig {
                     self.acks
                 ))
             }
-            "kafka" => {}
-            other => return Err(format!("--client must be http or kafka, not {other:?}")),
-        }
-        if let crate::kafka::System::Kafka { .. } = crate::kafka::System::parse(&self.system)? {
-            if self.client != "kafka" {
+            "kafka" | "java" => {}
+            other => {
                 return Err(format!(
-                    "--system {} speaks only Kafka's protocol: it needs --client kafka, not \
-                     --client {}",
-                    self.system, self.client
-                ));
+                    "--client must be http, kafka or java, not {other:?}"
+                ))
             }
         }
+        let kafka = matches!(
+            crate::kafka::System::parse(&self.system)?,
+            crate::kafka::System::Kafka { .. }
+        );
+        if kafka && self.client == "http" {
+            return Err(format!(
+                "--system {} speaks only Kafka's protocol: it needs --client kafka or java, \
+                 not --client http",
+                self.system
+            ));
+        }
+        self.validate_java_client(kafka)?;
         if !self.nemesis.is_empty() {
             crate::nemesis::parse_faults(&self.nemesis.join(",")).map_err(|e| e.0)?;
         }
         if !self.nemesis.is_empty() && self.nemesis_interval_s <= 0.0 {
             return Err("--nemesis-interval must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Refuses the combinations the Java client, idempotence and transactions cannot run:
+    /// each says what would work instead.
+    fn validate_java_client(&self, kafka: bool) -> Result<(), String> {
+        if self.workload == "txn" && self.client != "java" {
+            let why = if kafka {
+                "rskafka speaks no transactions"
+            } else {
+                "only the Java client speaks transactions"
+            };
+            return Err(format!(
+                "--workload txn runs over the Java client (--client java), not --client {}: {why}",
+                self.client
+            ));
+        }
+        if self.idempotence && self.client != "java" {
+            return Err(format!(
+                "--idempotence needs the Java client (--client java): --client {} has no \
+                 idempotent producer",
+                self.client
+            ));
+        }
+        if self.client != "java" {
+            return Ok(());
+        }
+        if self.workload == "group" {
+            return Err(
+                "--workload group does not run over --client java yet (its members use Kafka's \
+                 group protocol through rskafka: --client kafka)"
+                    .into(),
+            );
+        }
+        if (self.idempotence || self.workload == "txn") && self.acks != "all" {
+            return Err(format!(
+                "idempotent and transactional producers need --acks all (Kafka's client refuses \
+                 enable.idempotence with acks={})",
+                self.acks
+            ));
+        }
+        if self.idempotence && self.workload == "txn" {
+            return Err(
+                "--idempotence is for the queue workload: the txn workload's producers are \
+                 transactional, hence idempotent, already"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -321,44 +415,61 @@ impl RunConfig {
 
     /// The full command line with every setting spelled out.
     pub fn command_line(&self) -> String {
-        let mut cmd = format!(
-            "tidewater run --name {} --seed {} --time-limit {} --nodes {} --concurrency {} \
-             --rate {} --acks {} --partitions {} --replication-factor {}",
-            self.name,
-            self.seed,
-            self.time_limit_s,
-            self.nodes,
-            self.concurrency,
-            self.rate,
-            self.acks,
-            self.partitions,
-            self.replication_factor
-        );
+        format!("tidewater run {}", self.run_args().join(" "))
+    }
+
+    /// The flags of `tidewater run` that make this config (what [`RunConfig::command_line`]
+    /// prints), one argument each, for starting the run as a process.
+    pub fn run_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = [
+            ("--name", self.name.clone()),
+            ("--seed", self.seed.to_string()),
+            ("--time-limit", self.time_limit_s.to_string()),
+            ("--nodes", self.nodes.to_string()),
+            ("--concurrency", self.concurrency.to_string()),
+            ("--rate", self.rate.to_string()),
+            ("--acks", self.acks.clone()),
+            ("--partitions", self.partitions.to_string()),
+            ("--replication-factor", self.replication_factor.to_string()),
+        ]
+        .into_iter()
+        .flat_map(|(flag, value)| [flag.to_string(), value])
+        .collect();
+        let flag = |args: &mut Vec<String>, name: &str, value: String| {
+            args.push(name.to_string());
+            args.push(value);
+        };
         if self.workload != "queue" {
-            cmd.push_str(&format!(" --workload {}", self.workload));
+            flag(&mut args, "--workload", self.workload.clone());
         }
         if !is_default_system(&self.system) {
-            cmd.push_str(&format!(" --system {}", self.system));
+            flag(&mut args, "--system", self.system.clone());
         }
         if self.client != "http" {
-            cmd.push_str(&format!(" --client {}", self.client));
+            flag(&mut args, "--client", self.client.clone());
         }
         if self.lossy_fs {
-            cmd.push_str(" --lossy-fs");
+            args.push("--lossy-fs".into());
+        }
+        if self.idempotence {
+            args.push("--idempotence".into());
         }
         match &self.plan {
-            Some(plan) => cmd.push_str(&format!(" --plan {plan}")),
-            None if self.nemesis.is_empty() => cmd.push_str(" --nemesis none"),
-            None => cmd.push_str(&format!(
-                " --nemesis {} --nemesis-interval {}",
-                self.nemesis.join(","),
-                self.nemesis_interval_s
-            )),
+            Some(plan) => flag(&mut args, "--plan", plan.clone()),
+            None if self.nemesis.is_empty() => flag(&mut args, "--nemesis", "none".into()),
+            None => {
+                flag(&mut args, "--nemesis", self.nemesis.join(","));
+                flag(
+                    &mut args,
+                    "--nemesis-interval",
+                    self.nemesis_interval_s.to_string(),
+                );
+            }
         }
         for (k, v) in &self.sets {
-            cmd.push_str(&format!(" --set {k}={v}"));
+            flag(&mut args, "--set", format!("{k}={v}"));
         }
-        cmd
+        args
     }
 
     /// This config with the fields of `overrides` (RunConfig's field names, as in a matrix
@@ -367,7 +478,11 @@ impl RunConfig {
         let mut value = serde_json::to_value(self).expect("config serializes");
         let fields = value.as_object_mut().expect("config is an object");
         for (k, v) in overrides {
-            let optional = matches!(k.as_str(), "replay_of" | "matrix_cell" | "harness_defaults");
+            // Fields left out of config.json at their defaults (`system` too: the companion).
+            let optional = matches!(
+                k.as_str(),
+                "replay_of" | "matrix_cell" | "harness_defaults" | "system"
+            );
             if !fields.contains_key(k) && !optional {
                 return Err(format!("unknown run setting {k:?}"));
             }
@@ -420,12 +535,44 @@ pub(crate) fn example() -> RunConfig {
         harness_defaults: Vec::new(),
         lossy_fs: false,
         system: default_system(),
+        idempotence: false,
+        java_client: None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_java_client_runs_transactions_on_either_system_and_its_settings_are_spelled_out() {
+        let mut c = example();
+        c.workload = "txn".into();
+        let e = c.validate().unwrap_err();
+        assert!(
+            e.contains("only the Java client speaks transactions"),
+            "{e}"
+        );
+        c.client = "java".into();
+        c.validate().unwrap();
+        c.system = "kafka:3.9.1".into();
+        c.validate().unwrap();
+        let java = c.java_client_configs().unwrap();
+        assert_eq!(java.merged()["isolation.level"], "read_committed");
+        c.acks = "1".into();
+        assert!(c.validate().unwrap_err().contains("need --acks all"));
+        c.acks = "all".into();
+        c.workload = "queue".into();
+        c.idempotence = true;
+        c.validate().unwrap();
+        assert!(c.command_line().contains(" --idempotence"));
+        assert!(c.command_line().contains(" --client java"));
+        c.client = "kafka".into();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("--idempotence needs the Java client"));
+    }
 
     #[test]
     fn a_kafka_system_needs_the_kafka_client_and_is_spelled_out_for_replay() {
@@ -443,7 +590,7 @@ mod tests {
         assert!(c
             .validate()
             .unwrap_err()
-            .contains("expected tidewater, kafka"));
+            .contains("expected tidewater (or companion), kafka"));
     }
 
     #[test]

@@ -4,38 +4,22 @@
 
 use super::config::RunConfig;
 use crate::cluster::{node_list, Cluster};
-use crate::nemesis::{self, schedule::parse_faults, FaultPlan, Nemesis};
+use crate::nemesis::{
+    self, schedule::parse_faults, ClusterView, Fault, FaultPlan, Nemesis, NemesisOp,
+};
 use crate::recorder::Recorder;
 use serde_json::Value;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use tidewater_workloads::history::{Op, OpType, Process};
 use tokio::time::Instant;
 
 /// Writes the nemesis's operations into the run's history.
 struct HistoryRecorder(Arc<Recorder>);
 
 impl nemesis::Recorder for HistoryRecorder {
-    fn nemesis(&self, f: &str, value: Value, error: Option<String>) {
-        if error.is_none() {
-            self.0.nemesis(f, value);
-            return;
-        }
+    fn nemesis(&self, op: NemesisOp, error: Option<String>) {
         // A fault that could not be applied keeps its error next to it in the history.
-        self.0.nemesis_op(Op {
-            index: 0,
-            time: 0,
-            process: Process::Nemesis,
-            kind: OpType::Info,
-            f: f.to_string(),
-            value,
-            node: None,
-            high_watermarks: None,
-            log_start_offsets: None,
-            isr_sizes: None,
-            error,
-            r#final: false,
-        });
+        self.0.nemesis(&op, error);
     }
 }
 
@@ -95,7 +79,12 @@ pub fn requested_faults(config: &RunConfig) -> Vec<String> {
 /// it yet) has a `power-loss` step, or its `--nemesis` names the family or a kind of it. Such
 /// a run needs a lossy filesystem under the nodes' data (mounted by either backend).
 pub fn cuts_power(config: &RunConfig) -> bool {
-    let named = config.plan.is_none() && config.nemesis.iter().any(|k| k.starts_with("power-loss"));
+    let named = config.plan.is_none()
+        && parse_faults(&config.nemesis.join(",")).is_ok_and(|kinds| {
+            kinds
+                .iter()
+                .any(|k| k.families().contains(&Fault::PowerLoss))
+        });
     if named {
         return true;
     }
@@ -112,7 +101,9 @@ pub fn cuts_power(config: &RunConfig) -> bool {
     } else {
         config
     };
-    scheduled_faults(config).iter().any(|k| k == "power-loss")
+    scheduled_faults(config)
+        .iter()
+        .any(|k| *k == Fault::PowerLoss.name())
 }
 
 /// The fault kinds the resolved schedule of a run starts.
@@ -123,8 +114,8 @@ fn scheduled_faults(config: &RunConfig) -> Vec<String> {
     let mut kinds: Vec<String> = plan
         .step
         .iter()
-        .filter_map(|step| nemesis::fault_kind(step.action))
-        .map(String::from)
+        .filter_map(|step| step.action.fault())
+        .map(|fault| fault.name().to_string())
         .collect();
     kinds.sort();
     kinds.dedup();
@@ -181,15 +172,16 @@ pub struct NemesisHandle {
     task: tokio::task::JoinHandle<(Nemesis, usize)>,
 }
 
-/// Starts the run's plan now; it ends by itself at `deadline` (the end of the main phase).
+/// Starts the run's plan now, resolving its targets against `view`; it ends by itself at
+/// `deadline` (the end of the main phase).
 pub fn spawn(
     config: &RunConfig,
     cluster: Arc<dyn Cluster>,
+    view: Arc<dyn ClusterView>,
     recorder: Arc<Recorder>,
     deadline: Instant,
 ) -> Result<NemesisHandle, String> {
     let plan = stored_plan(config)?;
-    let view = nemesis::view_of(&*cluster);
     let mut nemesis = Nemesis::new(
         cluster,
         view,
@@ -220,10 +212,10 @@ impl NemesisHandle {
 /// The final step for when the nemesis task itself failed: heal, resume, start, recorded.
 pub async fn final_step_without_plan(
     cluster: Arc<dyn Cluster>,
+    view: Arc<dyn ClusterView>,
     recorder: Arc<Recorder>,
     seed: u64,
 ) -> Result<(), String> {
-    let view = nemesis::view_of(&*cluster);
     let mut nemesis = Nemesis::new(cluster, view, Arc::new(HistoryRecorder(recorder)), seed);
     nemesis.final_step().await
 }

@@ -6,14 +6,19 @@
 //! # Layout
 //! - `config`: [`config::RunConfig`], the content of `config.json`.
 //! - `workload`: worker tasks running the queue or the group workload under a rate limit.
-//! - `sampler`: `samples.jsonl`, each broker's partition status every 500 ms.
+//! - `sampler`: `samples.jsonl`, what the system under test says of its replicas every 500 ms.
 //! - `final_reads`: reading every partition from its log start after recovery.
+//! - `replica_logs`: then every replica's own log into `replicas.jsonl` (`replica-divergence`).
 //! - `faults`: the bridge to the nemesis (schedule, running it, the final heal step).
-//! - this file: [`run`], which sequences the phases and never leaves a cluster behind.
+//! - this file: [`run`], which builds the cluster, runs the phases against the system under
+//!   test that [`crate::system::run_with`] chooses for it, and never leaves a cluster behind.
+//!
+//! No phase asks which system it runs against: each calls the [`System`] it is handed.
 
 pub mod config;
 pub mod faults;
 pub mod final_reads;
+pub mod replica_logs;
 pub mod sampler;
 pub mod workload;
 
@@ -21,6 +26,7 @@ use crate::cluster::Cluster;
 use crate::progress::{Progress, Snapshot};
 use crate::recorder::Recorder;
 use crate::store::RunDir;
+use crate::system::{self, System, PROBE_INTERVAL};
 use config::RunConfig;
 use final_reads::KeyCoverage;
 use std::collections::BTreeMap;
@@ -29,15 +35,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tidewater_workloads::checker::{self, CheckSettings};
-use tidewater_workloads::client::{BrokerClient, ClientConfig};
-use tidewater_workloads::group::{GroupClient, GroupContext, GroupSettings, HttpGroupClient};
-use tidewater_workloads::kafka::{KafkaClientConfig, KafkaQueueClient};
-use tidewater_workloads::kafka_admin::KafkaAdmin;
-use tidewater_workloads::kafka_group::KafkaGroupClient;
-use tidewater_workloads::queue::{QueueClient, QueueSettings, ValueSource};
 use tidewater_workloads::results::{CheckResults, Validity};
 use tokio::time::Instant;
-use workload::{spawn_group_workers, spawn_workers, RateLimiter, RecorderSink, WorkloadContext};
+use workload::Workload;
 
 /// Exit code when the cluster or topic could not be set up.
 pub const EXIT_SETUP: i32 = 3;
@@ -46,10 +46,6 @@ pub const EXIT_LIVENESS: i32 = 4;
 /// Exit code for any other harness error (I/O, a bug).
 pub const EXIT_HARNESS: i32 = 5;
 
-/// Bound on setup: brokers registering, topic creation, first leaders.
-const SETUP_TIME_LIMIT: Duration = Duration::from_secs(60);
-/// Pause between two setup or recovery probes.
-const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 /// Bound on waiting for workers to finish their last op after the time limit: longer than
 /// the client's request timeout times its attempts.
 const WORKER_DRAIN_LIMIT: Duration = Duration::from_secs(30);
@@ -135,11 +131,13 @@ async fn blocking<T: Send + 'static>(
 
 /// Runs every phase. `config.schedule` must already be resolved and `config.json` saved.
 /// The cluster is torn down before this returns, whatever happens after it was built.
+/// `java` is the compiled Java client's driver of a run over `--client java`.
 pub async fn run(
     config: RunConfig,
     run_dir: RunDir,
     make_cluster: ClusterFactory,
     progress: Arc<Progress>,
+    java: Option<crate::kafka::driver::Driver>,
 ) -> Result<RunOutcome, RunError> {
     let recorder = Recorder::create(&run_dir.history()).map_err(harness_err("history.jsonl"))?;
     progress.phase("setup", None);
@@ -147,12 +145,30 @@ pub async fn run(
     let cluster = blocking(move || make_cluster(&c, &d))
         .await?
         .map_err(RunError::Setup)?;
-    say(
-        &progress,
-        &format!("cluster up: {}", describe_nodes(&*cluster)),
-    );
-
-    let phases = run_phases(&config, &run_dir, cluster.clone(), &recorder, &progress).await;
+    let phases = RunPhases {
+        config: &config,
+        run_dir: &run_dir,
+        cluster: cluster.clone(),
+        recorder: &recorder,
+        progress: &progress,
+    };
+    let java = match &java {
+        Some(driver) => start_java_client(&config, &run_dir, &*cluster, driver)
+            .await
+            .map(Some),
+        None => Ok(None),
+    };
+    let phases = match java {
+        Ok(java) => {
+            let phases = system::run_with(&*cluster, &config.client, java.clone(), phases).await;
+            if let Some(java) = &java {
+                java.driver().shutdown(JAVA_DRIVER_STOP_LIMIT).await;
+            }
+            phases
+        }
+        // Torn down below like any other run, its nodes' logs collected.
+        Err(e) => Err(RunError::Setup(e)),
+    };
 
     progress.phase("teardown", None);
     let (c, d) = (cluster.clone(), run_dir.clone());
@@ -191,22 +207,41 @@ pub async fn run(
     })
 }
 
-fn describe_nodes(cluster: &dyn Cluster) -> String {
+/// Bound on the Java driver closing its clients and exiting at the end of a run.
+const JAVA_DRIVER_STOP_LIMIT: Duration = Duration::from_secs(10);
+
+/// Starts the Java client's driver against the cluster's Kafka listeners, its standard error
+/// in `java-driver.log` of the run directory.
+async fn start_java_client(
+    config: &RunConfig,
+    run_dir: &RunDir,
+    cluster: &dyn Cluster,
+    driver: &crate::kafka::driver::Driver,
+) -> Result<Arc<tidewater_workloads::java::JavaQueueClient>, String> {
+    use tidewater_workloads::java::{JavaClientSettings, JavaDriver, JavaQueueClient};
+    let configs = config
+        .java_client_configs()
+        .ok_or("--client java without its settings")?;
+    let transactional = configs.producer.contains_key("transactional.id");
+    // Apache Kafka's listeners, or else the companion brokers' Kafka listeners.
     let kafka = cluster.kafka_bootstrap();
-    if !kafka.is_empty() {
-        // Apache Kafka: its brokers' Kafka listeners (the controller has none for clients).
-        return kafka
+    let bootstrap = if kafka.is_empty() {
+        cluster
+            .nodes()
             .iter()
-            .map(|(name, address)| format!("{name}=kafka://{address}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-    }
-    cluster
-        .nodes()
-        .iter()
-        .map(|n| format!("{}={}", n.name, n.url()))
-        .collect::<Vec<_>>()
-        .join(" ")
+            .filter(|n| n.role == crate::cluster::Role::Broker)
+            .map(|n| n.kafka_address())
+            .collect()
+    } else {
+        kafka.values().map(|a| a.to_string()).collect()
+    };
+    let settings = JavaClientSettings { bootstrap, configs };
+    let log = run_dir.path.join("java-driver.log");
+    let process = JavaDriver::start(&driver.argv(), &settings, &log).await?;
+    Ok(Arc::new(JavaQueueClient::new(
+        Arc::new(process),
+        transactional,
+    )))
 }
 
 /// Collects every node's logs into `nodes/<node>/`, then removes the cluster.
@@ -227,47 +262,60 @@ fn teardown(cluster: &dyn Cluster, run_dir: &RunDir) -> Result<(), String> {
     }
 }
 
-/// The clients of a run: one for the brokers (the workload; it asks the controller for
-/// metadata first), one for the controller alone (topic creation falls back to it), and the
-/// workload client's config (the group workload's coordinator client uses it too).
-fn clients(cluster: &dyn Cluster) -> (Arc<BrokerClient>, BrokerClient, ClientConfig) {
-    let mut brokers = BTreeMap::new();
-    let mut controller = BTreeMap::new();
-    for n in cluster.nodes() {
-        match n.role {
-            crate::cluster::Role::Broker => brokers.insert(n.name.clone(), n.url()),
-            crate::cluster::Role::Controller => controller.insert(n.name.clone(), n.url()),
-        };
-    }
-    let workload = ClientConfig {
-        controllers: controller.clone(),
-        ..ClientConfig::new(brokers)
-    };
-    (
-        Arc::new(BrokerClient::new(workload.clone())),
-        BrokerClient::new(ClientConfig::new(controller)),
-        workload,
-    )
+/// The phases between building the cluster and tearing it down, written once for every
+/// system under test: setup of the topic, the main phase, heal, recovery and final reads.
+/// They conclude whether the cluster recovered and how far the final reads got.
+struct RunPhases<'a> {
+    /// The run's settings.
+    config: &'a RunConfig,
+    /// Where `samples.jsonl` goes.
+    run_dir: &'a RunDir,
+    /// Node and network control, for the nemesis.
+    cluster: Arc<dyn Cluster>,
+    /// The history.
+    recorder: &'a Arc<Recorder>,
+    /// The user's display.
+    progress: &'a Arc<Progress>,
 }
 
-async fn run_phases(
+impl system::Phases for RunPhases<'_> {
+    type Output = Result<(bool, BTreeMap<String, KeyCoverage>), RunError>;
+
+    async fn run<S: System>(self, system: Arc<S>) -> Self::Output {
+        run_phases(
+            self.config,
+            self.run_dir,
+            self.cluster,
+            self.recorder,
+            self.progress,
+            system,
+        )
+        .await
+    }
+}
+
+/// The phases against `system`; see [`RunPhases`].
+async fn run_phases<S: System>(
     config: &RunConfig,
     run_dir: &RunDir,
     cluster: Arc<dyn Cluster>,
     recorder: &Arc<Recorder>,
     progress: &Arc<Progress>,
+    system: Arc<S>,
 ) -> Result<(bool, BTreeMap<String, KeyCoverage>), RunError> {
-    let (client, controller, client_config) = clients(&*cluster);
-    let kafka = kafka_client(config, &*cluster, &client, &client_config);
-    // Apache Kafka (a `kind = "kafka"` cluster file) speaks nothing but Kafka's protocol: the
-    // harness's own calls go through it too, and there is no `/v1/status` to sample.
-    let real_kafka = kafka_admin(&*cluster);
-    let keys = config.keys();
-    match &real_kafka {
-        Some(admin) => setup_kafka_topic(admin, config).await,
-        None => setup_topic(&client, &controller, config).await,
-    }
-    .map_err(RunError::Setup)?;
+    // The history's clock started before the cluster was built: its reading is how long the
+    // cluster took to come up (docs/PERFORMANCE.md compares the systems by it).
+    say(
+        progress,
+        &format!(
+            "cluster up: {} (in {:.1} s)",
+            system.describe_nodes(),
+            recorder.now_ns() as f64 / 1e9
+        ),
+    );
+    let topic = config.topic();
+    let keys = &topic.keys;
+    system.setup_topic(&topic).await.map_err(RunError::Setup)?;
     say(
         progress,
         &format!("topic {} ready: {}", config.topic, keys.join(" ")),
@@ -283,16 +331,9 @@ async fn run_phases(
         StopOnDrop(stop_background.clone()),
     );
     let sampler = tokio::spawn({
-        let (client, recorder, stop) = (client.clone(), recorder.clone(), stop_background.clone());
-        let (nodes, path) = (cluster.broker_names(), run_dir.samples());
-        let kafka_admin = real_kafka.as_ref().map(|_| kafka_admin(&*cluster));
-        async move {
-            match kafka_admin.flatten() {
-                // Apache Kafka has no `/v1/status`: its Metadata instead.
-                Some(admin) => sampler::run_kafka(admin, recorder, &path, stop).await,
-                None => sampler::run(client, nodes, recorder, &path, stop).await,
-            }
-        }
+        let (system, recorder, stop) = (system.clone(), recorder.clone(), stop_background.clone());
+        let path = run_dir.samples();
+        async move { sampler::run(system, recorder, &path, stop).await }
     });
     let ticker = tokio::spawn(tick_progress(
         progress.clone(),
@@ -302,33 +343,25 @@ async fn run_phases(
     let time_limit = Duration::from_secs(config.time_limit_s);
     progress.phase("main", Some(time_limit));
     let deadline = Instant::now() + time_limit;
-    let nemesis = faults::spawn(config, cluster.clone(), recorder.clone(), deadline)
-        .map_err(RunError::Setup)?;
-    let workers = if config.workload == "group" {
-        let settings = GroupSettings::new(keys.clone(), &config.acks);
-        let sink = Arc::new(RecorderSink {
-            recorder: recorder.clone(),
-            limiter: Arc::new(RateLimiter::new(config.rate)),
-        });
-        match &kafka {
-            Some(kafka) => {
-                let group =
-                    KafkaGroupClient::new(kafka_bootstrap(&*cluster), &client_config, &settings);
-                let ctx = group_context(kafka.clone(), group, settings, config, &stop_workers);
-                spawn_group_workers(&ctx, sink, config.concurrency)
-            }
-            None => {
-                let group = HttpGroupClient::new(&client_config, &settings);
-                let ctx = group_context(client.clone(), group, settings, config, &stop_workers);
-                spawn_group_workers(&ctx, sink, config.concurrency)
-            }
-        }
-    } else {
-        match &kafka {
-            Some(kafka) => queue_workers(kafka.clone(), config, &keys, recorder, &stop_workers),
-            None => queue_workers(client.clone(), config, &keys, recorder, &stop_workers),
-        }
+    let nemesis = faults::spawn(
+        config,
+        cluster.clone(),
+        system.view(),
+        recorder.clone(),
+        deadline,
+    )
+    .map_err(RunError::Setup)?;
+    let workload = Workload {
+        config,
+        keys,
+        recorder,
+        stop: &stop_workers,
     };
+    let workers = workload.start(
+        system.queue(),
+        |settings| system.group(settings),
+        system.transactions(),
+    );
     tokio::time::sleep_until(deadline).await;
 
     stop_workers.store(true, Ordering::Relaxed);
@@ -349,9 +382,13 @@ async fn run_phases(
         Ok(steps) => say(progress, &format!("nemesis: {steps} steps, then healed")),
         Err(e) => {
             say(progress, &format!("nemesis: {e}; healing again"));
-            let healed =
-                faults::final_step_without_plan(cluster.clone(), recorder.clone(), config.seed)
-                    .await;
+            let healed = faults::final_step_without_plan(
+                cluster.clone(),
+                system.view(),
+                recorder.clone(),
+                config.seed,
+            )
+            .await;
             if let Err(e) = healed {
                 say(progress, &format!("heal: {e}"));
             }
@@ -360,10 +397,7 @@ async fn run_phases(
 
     let recovery_limit = Duration::from_secs(config.recovery_time_limit_s);
     progress.phase("recovery", Some(recovery_limit));
-    let recovered = match (&real_kafka, &kafka) {
-        (Some(_), Some(kafka)) => wait_for_kafka_recovery(kafka, &keys, recovery_limit).await,
-        _ => wait_for_recovery(&client, &keys, recovery_limit).await,
-    };
+    let recovered = wait_for_recovery(&*system, keys, recovery_limit).await;
     say(
         progress,
         &if recovered {
@@ -378,12 +412,7 @@ async fn run_phases(
 
     let final_limit = Duration::from_secs(config.final_time_limit_s);
     progress.phase("final-reads", Some(final_limit));
-    let coverage = match &kafka {
-        Some(kafka) => {
-            final_reads::read_all(kafka.clone(), recorder.clone(), &keys, final_limit).await
-        }
-        None => final_reads::read_all(client.clone(), recorder.clone(), &keys, final_limit).await,
-    };
+    let coverage = final_reads::read_all(system.queue(), recorder.clone(), keys, final_limit).await;
     for (key, c) in &coverage {
         if !c.complete() {
             say(
@@ -394,6 +423,15 @@ async fn run_phases(
                 ),
             );
         }
+    }
+    progress.phase("replica-logs", Some(replica_logs::SETTLE_TIME_LIMIT));
+    match replica_logs::read_all(&*system, keys).await {
+        Ok(partitions) => {
+            say(progress, &replica_logs::describe(&partitions));
+            tidewater_workloads::replicas::write_file(&run_dir.replicas(), &partitions)
+                .map_err(harness_err("replicas.jsonl"))?;
+        }
+        Err(e) => say(progress, &format!("replica logs not compared: {e}")),
     }
     stop_background.store(true, Ordering::Relaxed);
     let _ = ticker.await;
@@ -406,145 +444,11 @@ async fn run_phases(
     Ok((recovered, coverage))
 }
 
-/// The group workload's context: produces and fetches on `queue`, coordinator calls on `group`.
-fn group_context<C: QueueClient, G: GroupClient>(
-    queue: Arc<C>,
-    group: G,
-    settings: GroupSettings,
-    config: &RunConfig,
-    stop: &Arc<AtomicBool>,
-) -> GroupContext<C, G> {
-    GroupContext {
-        queue,
-        group: Arc::new(group),
-        settings: Arc::new(settings),
-        seed: config.seed,
-        values: ValueSource::default(),
-        stop: stop.clone(),
-    }
-}
-
-/// The queue workload's workers on `client`.
-fn queue_workers<C: QueueClient>(
-    client: Arc<C>,
-    config: &RunConfig,
-    keys: &[String],
-    recorder: &Arc<Recorder>,
-    stop: &Arc<AtomicBool>,
-) -> Vec<tokio::task::JoinHandle<u64>> {
-    let ctx = WorkloadContext {
-        client,
-        settings: Arc::new(QueueSettings::new(keys.to_vec(), &config.acks)),
-        recorder: recorder.clone(),
-        seed: config.seed,
-        values: ValueSource::default(),
-        rate_ops: config.rate,
-        stop: stop.clone(),
-    };
-    spawn_workers(&ctx, config.concurrency)
-}
-
-/// With `--client kafka`, the workload's client over the brokers' Kafka listeners (the HTTP
-/// client still tells when a partition's log has settled for the final reads).
-fn kafka_client(
-    config: &RunConfig,
-    cluster: &dyn Cluster,
-    http: &Arc<BrokerClient>,
-    client_config: &ClientConfig,
-) -> Option<Arc<KafkaQueueClient>> {
-    if config.client != "kafka" {
-        return None;
-    }
-    let settings = KafkaClientConfig {
-        bootstrap: kafka_bootstrap(cluster),
-        request_timeout_ms: client_config.request_timeout_ms,
-        metadata_timeout_ms: client_config.metadata_timeout_ms,
-    };
-    // Only the companion broker can say when a log has settled (`/v1/status`).
-    let settled = cluster.kafka_bootstrap().is_empty().then(|| http.clone());
-    Some(Arc::new(KafkaQueueClient::new(settings, settled)))
-}
-
-/// `HOST:PORT` of every broker's Kafka listener: Apache Kafka's from the cluster file, the
-/// companion broker's on the port after its HTTP port.
-fn kafka_bootstrap(cluster: &dyn Cluster) -> Vec<String> {
-    let kafka = cluster.kafka_bootstrap();
-    if !kafka.is_empty() {
-        return kafka.values().map(|a| a.to_string()).collect();
-    }
-    cluster
-        .nodes()
-        .iter()
-        .filter(|n| n.role == crate::cluster::Role::Broker)
-        .map(|n| n.kafka_address())
-        .collect()
-}
-
-/// The harness's own Kafka-protocol calls on a cluster of Apache Kafka; `None` on the
-/// companion broker, which the harness observes over HTTP.
-fn kafka_admin(cluster: &dyn Cluster) -> Option<KafkaAdmin> {
-    if cluster.kafka_bootstrap().is_empty() {
-        return None;
-    }
-    Some(KafkaAdmin::new(
-        kafka_bootstrap(cluster),
-        Duration::from_millis(ClientConfig::new(BTreeMap::new()).request_timeout_ms),
-    ))
-}
-
-/// [`setup_topic`] over Kafka's protocol: CreateTopics with the run's topic configs, then
-/// Metadata until every partition has a leader, within [`SETUP_TIME_LIMIT`].
-async fn setup_kafka_topic(admin: &KafkaAdmin, config: &RunConfig) -> Result<(), String> {
-    let deadline = Instant::now() + SETUP_TIME_LIMIT;
-    let configs = config.topic_configs();
-    let keys = config.keys();
-    let mut created = false;
-    let mut last_error = String::new();
-    while Instant::now() < deadline {
-        if !created {
-            match admin
-                .create_topic(
-                    &config.topic,
-                    config.partitions,
-                    config.replication_factor,
-                    &configs,
-                )
-                .await
-            {
-                Ok(()) => created = true,
-                Err(e) => last_error = format!("{}: {}", e.cause.name(), e.message),
-            }
-        }
-        if created {
-            match admin.metadata().await {
-                Ok(parts) => {
-                    let led = keys
-                        .iter()
-                        .filter(|k| parts.iter().any(|p| &p.key == *k && p.leader.is_some()))
-                        .count();
-                    if led == keys.len() {
-                        return Ok(());
-                    }
-                    last_error = format!("{led} of {} partitions have a leader", keys.len());
-                }
-                Err(e) => last_error = format!("metadata: {}", e.message),
-            }
-        }
-        tokio::time::sleep(PROBE_INTERVAL).await;
-    }
-    Err(format!("topic {}: {last_error}", config.topic))
-}
-
-/// [`wait_for_recovery`] over Kafka's protocol: every key's leader answers ListOffsets.
-async fn wait_for_kafka_recovery(
-    client: &KafkaQueueClient,
-    keys: &[String],
-    limit: Duration,
-) -> bool {
+/// Waits until every key has a leader that answers, probing every [`PROBE_INTERVAL`].
+async fn wait_for_recovery<S: System>(system: &S, keys: &[String], limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        let answers = futures::future::join_all(keys.iter().map(|k| client.earliest(k))).await;
-        if answers.iter().all(Result::is_ok) {
+        if system.leaders_answer(keys).await {
             return true;
         }
         tokio::time::sleep(PROBE_INTERVAL).await;
@@ -584,89 +488,6 @@ async fn tick_progress(progress: Arc<Progress>, recorder: Arc<Recorder>, stop: A
     }
 }
 
-/// Creates the topic (retrying while brokers register) and waits until every partition has a
-/// leader, within [`SETUP_TIME_LIMIT`].
-async fn setup_topic(
-    client: &BrokerClient,
-    controller: &BrokerClient,
-    config: &RunConfig,
-) -> Result<(), String> {
-    let deadline = Instant::now() + SETUP_TIME_LIMIT;
-    let configs = config.topic_configs();
-    let mut last_error;
-    loop {
-        let created = match client
-            .create_topic(
-                &config.topic,
-                config.partitions,
-                config.replication_factor,
-                &configs,
-            )
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(_) => {
-                controller
-                    .create_topic(
-                        &config.topic,
-                        config.partitions,
-                        config.replication_factor,
-                        &configs,
-                    )
-                    .await
-            }
-        };
-        match created {
-            Ok(()) => break,
-            Err(e) => last_error = format!("{}: {}", e.cause.name(), e.message),
-        }
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "could not create topic {}: {last_error}",
-                config.topic
-            ));
-        }
-        tokio::time::sleep(PROBE_INTERVAL).await;
-    }
-    let keys = config.keys();
-    loop {
-        match client.refresh_leaders().await {
-            Ok(parts) => {
-                let led: Vec<_> = parts.iter().filter(|p| p.leader.is_some()).collect();
-                if keys.iter().all(|k| led.iter().any(|p| &p.key == k)) {
-                    return Ok(());
-                }
-                last_error = format!("{} of {} partitions have a leader", led.len(), keys.len());
-            }
-            Err(e) => last_error = format!("metadata: {}", e.message),
-        }
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "topic {} never got leaders: {last_error}",
-                config.topic
-            ));
-        }
-        tokio::time::sleep(PROBE_INTERVAL).await;
-    }
-}
-
-/// Waits until every key has a leader that answers a list-offsets request.
-async fn wait_for_recovery(client: &BrokerClient, keys: &[String], limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if client.refresh_leaders().await.is_ok() {
-            let answers =
-                futures::future::join_all(keys.iter().map(|k| client.list_offset(k, "latest")))
-                    .await;
-            if answers.iter().all(Result::is_ok) {
-                return true;
-            }
-        }
-        tokio::time::sleep(PROBE_INTERVAL).await;
-    }
-    false
-}
-
 /// The checkers' settings for a run: its acks and Kafka-style settings, its replication
 /// factor, the faults it asked for, and whether the final reads completed.
 pub fn check_settings(
@@ -674,6 +495,11 @@ pub fn check_settings(
     final_reads_completed: bool,
 ) -> Result<CheckSettings, String> {
     let mut configs = config.sets.clone();
+    // The Java client's own settings (enable.idempotence, transactional.id,
+    // isolation.level, ...) decide what duplicates and transactional reads mean.
+    if let Some(java) = config.java_client_configs() {
+        configs.extend(java.merged());
+    }
     configs
         .entry("replication.factor".into())
         .or_insert_with(|| config.replication_factor.to_string());
@@ -691,7 +517,8 @@ pub fn check_run(
 ) -> Result<CheckResults, RunError> {
     let settings = check_settings(config, final_reads.completed).map_err(RunError::Harness)?;
     let mut results =
-        checker::check_file(run_dir.history(), &settings).map_err(harness_err("history.jsonl"))?;
+        checker::check_file_with_replicas(run_dir.history(), &run_dir.replicas(), &settings)
+            .map_err(harness_err("history.jsonl or replicas.jsonl"))?;
     if let Some(stats) = results.stats.as_object_mut() {
         stats.insert(
             "final_reads".into(),

@@ -1,6 +1,7 @@
 //! The main phase's client side: `concurrency` worker tasks, each driving the queue workload
 //! (or the consumer-group workload, [`spawn_group_workers`]) as one process at a time,
-//! recording invoke and completion of every op.
+//! recording invoke and completion of every op. [`Workload`] starts the run's workload on
+//! the clients its system under test provides.
 //!
 //! Queue workers are split into **lanes**, one per partition (or per group of partitions when
 //! there are fewer workers than partitions): a worker sends to and polls only its lane's
@@ -9,16 +10,18 @@
 //! of a stalled one most of the time; with lanes, a paused or isolated leader slows only the
 //! workers of the partitions it leads, and every other partition keeps its throughput.
 
+use super::config::RunConfig;
 use crate::recorder::Recorder;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tidewater_workloads::group::{self, GroupClient, GroupContext, OpSink};
-use tidewater_workloads::history::{Op, OpType, Process};
+use tidewater_workloads::group::{self, GroupClient, GroupContext, GroupSettings, OpSink};
+use tidewater_workloads::history::{Op, OpType};
 use tidewater_workloads::queue::{
     execute, Completion, Consumer, Generator, Intent, QueueClient, QueueSettings, ValueSource,
 };
+use tidewater_workloads::txn::{self, TxnClient, TxnSettings};
 use tokio::time::Instant;
 
 /// Spaces ops evenly so that all workers together do at most `rate` ops per second.
@@ -134,32 +137,14 @@ pub fn lanes<C>(ctx: &WorkloadContext<C>, concurrency: usize) -> Vec<Lane> {
 
 /// A client op line with the given fields; index and time are set by the recorder.
 pub fn client_op(process: u64, kind: OpType, f: &str, value: Value) -> Op {
-    Op {
-        index: 0,
-        time: 0,
-        process: Process::Client(process),
-        kind,
-        f: f.to_string(),
-        value,
-        node: None,
-        high_watermarks: None,
-        log_start_offsets: None,
-        isr_sizes: None,
-        error: None,
-        r#final: false,
-    }
+    Op::client(process, kind, f, value)
 }
 
 /// The completion line of an op.
 pub fn completion_op(process: u64, f: &str, c: Completion, is_final: bool) -> Op {
     Op {
-        node: c.node,
-        high_watermarks: c.high_watermarks,
-        log_start_offsets: c.log_start_offsets,
-        isr_sizes: c.isr_sizes,
-        error: c.error,
         r#final: is_final,
-        ..client_op(process, c.kind, f, c.value)
+        ..c.into_op(process, f)
     }
 }
 
@@ -251,6 +236,88 @@ pub fn spawn_group_workers<C: QueueClient, G: GroupClient>(
     (0..concurrency as u64)
         .map(|id| tokio::spawn(group::group_worker(ctx.clone(), sink.clone(), id)))
         .collect()
+}
+
+/// The run's workload as its config sets it (`queue`, `group` or `txn`, keys, acks, rate,
+/// concurrency, seed), waiting for a system's clients.
+pub struct Workload<'a> {
+    /// The run's settings.
+    pub config: &'a RunConfig,
+    /// The topic's keys.
+    pub keys: &'a [String],
+    /// Where ops go.
+    pub recorder: &'a Arc<Recorder>,
+    /// Set to stop the workers after their current op.
+    pub stop: &'a Arc<AtomicBool>,
+}
+
+impl Workload<'_> {
+    /// Starts the workers: produces and fetches on `queue`; in the group workload, coordinator
+    /// calls on the client `group` makes for its settings; in the transactional workload,
+    /// transactions on `txn`. Returns their handles (each yields its op count).
+    pub fn start<C: QueueClient, G: GroupClient>(
+        &self,
+        queue: Arc<C>,
+        group: impl FnOnce(&GroupSettings) -> G,
+        txn: Option<Arc<dyn TxnClient>>,
+    ) -> Vec<tokio::task::JoinHandle<u64>> {
+        let config = self.config;
+        if config.workload == "txn" {
+            let txn = txn.expect("the run's config refuses --workload txn without a txn client");
+            return self.start_txn(txn);
+        }
+        if config.workload != "group" {
+            let ctx = WorkloadContext {
+                client: queue,
+                settings: Arc::new(QueueSettings::new(self.keys.to_vec(), &config.acks)),
+                recorder: self.recorder.clone(),
+                seed: config.seed,
+                values: ValueSource::default(),
+                rate_ops: config.rate,
+                stop: self.stop.clone(),
+            };
+            return spawn_workers(&ctx, config.concurrency);
+        }
+        let settings = GroupSettings::new(self.keys.to_vec(), &config.acks);
+        let sink = Arc::new(RecorderSink {
+            recorder: self.recorder.clone(),
+            limiter: Arc::new(RateLimiter::new(config.rate)),
+        });
+        let ctx = GroupContext {
+            queue,
+            group: Arc::new(group(&settings)),
+            settings: Arc::new(settings),
+            seed: config.seed,
+            values: ValueSource::default(),
+            stop: self.stop.clone(),
+        };
+        spawn_group_workers(&ctx, sink, config.concurrency)
+    }
+
+    /// `concurrency` transactional workers, worker `w` as logical client `w` (its own
+    /// `transactional.id`), under the run's overall rate.
+    fn start_txn(&self, client: Arc<dyn TxnClient>) -> Vec<tokio::task::JoinHandle<u64>> {
+        let config = self.config;
+        let settings = Arc::new(TxnSettings::new(self.keys.to_vec()));
+        let sink = Arc::new(RecorderSink {
+            recorder: self.recorder.clone(),
+            limiter: Arc::new(RateLimiter::new(config.rate)),
+        });
+        let values = ValueSource::default();
+        (0..config.concurrency as u64)
+            .map(|worker| {
+                tokio::spawn(txn::txn_worker(
+                    client.clone(),
+                    settings.clone(),
+                    sink.clone(),
+                    config.seed,
+                    worker,
+                    values.clone(),
+                    self.stop.clone(),
+                ))
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

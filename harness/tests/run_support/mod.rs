@@ -50,6 +50,26 @@ pub fn tidewater(args: &[&str]) -> Outcome {
     }
 }
 
+/// Fetches the default Kafka (cached after the first time); `false`, saying why for `test`,
+/// when it cannot be had here. CI sets `TIDEWATER_REQUIRE_KAFKA`, so that a machine where the
+/// fetch fails fails the test instead of skipping it.
+pub fn kafka_available(test: &str) -> bool {
+    let fetched = tidewater(&["kafka", "fetch"]);
+    if fetched.code != 0 && std::env::var_os("TIDEWATER_REQUIRE_KAFKA").is_some() {
+        panic!(
+            "TIDEWATER_REQUIRE_KAFKA is set but Kafka could not be fetched:\n{}",
+            fetched.stderr
+        );
+    }
+    if fetched.code != 0 {
+        eprintln!(
+            "skipping {test}: Kafka could not be fetched (CI fetches it first):\n{}",
+            fetched.stderr
+        );
+    }
+    fetched.code == 0
+}
+
 /// Runs `tidewater run ARGS --store STORE --subnet SUBNET --plain` and returns what it did
 /// with the `results.json` of the run it stored.
 pub fn run_into(store: &Path, subnet: &str, args: &[&str]) -> (Outcome, Value) {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use tidewater::cluster::local::{LocalCluster, LocalSpec, NodeProgram};
-use tidewater::cluster::NodeInfo;
+use tidewater::cluster::{Cluster as _, NodeInfo};
 
 /// The system sshd.
 pub const SSHD: &str = "/usr/sbin/sshd";
@@ -86,5 +86,22 @@ pub fn start_hosts(
     spec.brokers = brokers;
     let hosts = LocalCluster::create(spec).unwrap();
     hosts.start_all().unwrap();
+    // Every sshd listens before a run's preflight connects: on a loaded machine an sshd can
+    // take a while to bind, and the preflight answers a refused connection as unreachable
+    // (CI saw it once). A liveness bound, not a timing check.
+    for node in hosts.nodes() {
+        let address = std::net::SocketAddr::from((node.ip, 22));
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_millis(500))
+            .is_err()
+        {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "the sshd of {} never listened on {address}",
+                node.name
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
     hosts
 }

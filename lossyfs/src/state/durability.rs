@@ -10,10 +10,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::{
-    errno_to_io, inode_from_metadata, DirNode, FsResult, Inode, LossReport, Node, State, TornWrite,
-    ROOT_INO,
+    errno_to_io, inode_from_metadata, DirNode, FsResult, Inode, LossReport, Mode, Node, State,
+    TornWrite, ROOT_INO,
 };
-use crate::control::Mode;
 use crate::journal::{Ino, Journal, NsOp};
 
 impl State {

@@ -27,7 +27,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{Errno, FileAttr, FileType, INodeNo};
 
-use crate::control::{Mode, CONTROL_FILE_NAME};
 use crate::journal::{Ino, Journal, NsOp};
 use crate::overlay::Overlay;
 
@@ -38,6 +37,8 @@ use durability::{orphan_path, reset_dir};
 
 /// Inode number of the root directory (FUSE's fixed root).
 pub const ROOT_INO: Ino = 1;
+/// Name of the control file in the root of every mount.
+pub const CONTROL_FILE_NAME: &str = ".lossyfs-control";
 /// Inode number of the control file `/.lossyfs-control`.
 pub const CONTROL_INO: Ino = 2;
 /// First inode number handed to a file or directory below the root.
@@ -65,6 +66,19 @@ impl Default for Limits {
             pending_ops_max: 100_000,
         }
     }
+}
+
+/// How a loss treats the last unsynced writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every unsynced change is lost: files return to their last durable content and length.
+    Clean,
+    /// As `Clean`, except that each file whose last change was a write keeps a prefix of that
+    /// write (possibly empty, never all of it), drawn from the seed and the file's path.
+    Torn {
+        /// Seed of the prefix lengths.
+        seed: u64,
+    },
 }
 
 /// What one loss of unsynced state threw away.

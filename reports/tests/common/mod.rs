@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test file uses a part
 
+pub mod txn;
 pub mod unclean;
 
 use serde_json::{json, Value};

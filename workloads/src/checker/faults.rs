@@ -1,28 +1,31 @@
 //! Fault windows: when each fault was in effect on which nodes, from the nemesis ops.
 //!
-//! Every `start-X` is paired with its own `stop-X`, per node and per fault kind, so
-//! overlapping faults keep their own windows: a `start-kill` of n1 and n2, then `stop-kill` of
-//! n1, then `stop-kill` of n2 gives n1 and n2 separate windows that end at different times.
-//! Partitions are whole-cluster states (a new grudge replaces the old one), so a partition
-//! window ends at the next `start-partition` or `stop-partition`. A `stop-X` whose value is
-//! `null` (or that names no node) ends every open window of kind `X`. A window never closed
-//! ends at the last op of the history and is marked `open`.
+//! Every `start-X` is paired with its own `stop-X`, per node and per fault, so overlapping
+//! faults keep their own windows: a `start-kill` of n1 and n2, then `stop-kill` of n1, then
+//! `stop-kill` of n2 gives n1 and n2 separate windows that end at different times. Partitions
+//! are whole-cluster states (a new grudge replaces the old one), so a partition window ends at
+//! the next `start-partition` or `stop-partition`. A `stop-X` whose value is `null` (or that
+//! names no node) ends every open window of fault `X`. A window never closed ends at the last
+//! op of the history and is marked `open`.
 //!
 //! A `start-X` that carries an `error` failed on the nodes the error names (`"n2: ..."`); those
 //! nodes get no window, and the failure is counted. Windows of one start that end at the same
 //! time are merged into one window naming all their nodes. This list, written to
 //! `stats.fault_windows`, is what every plot and table of the report draws.
+//!
+//! Ops are read with [`NemesisOp::parse`], which names the fault and the nodes of every op,
+//! the harness's and other tools' alike (`crate::nemesis`).
 
 use crate::history::{Op, Process};
+use crate::nemesis::{Fault, NemesisOp, OpName};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// One fault in effect on some nodes for a time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultWindow {
-    /// The `X` of `start-X`: `kill`, `pause`, `partition`, ...
-    pub kind: String,
+    /// The `X` of `start-X`: `kill`, `pause`, `partition`, ... (written by its name).
+    pub kind: Fault,
     /// The nodes it was in effect on (for a partition: every node the grudge names).
     pub nodes: Vec<String>,
     /// Seconds since the test started (history time).
@@ -39,49 +42,19 @@ pub struct FaultWindow {
 /// Collects fault windows while a history streams by.
 #[derive(Debug, Default)]
 pub struct FaultTracker {
-    /// Open windows: (kind, node) -> (start time ns, start op index).
-    open: BTreeMap<(String, String), (u64, u64)>,
-    /// Closed windows: (start op, kind, start ns, end ns, node), merged at the end.
-    closed: Vec<(u64, String, u64, u64, String)>,
-    /// Successful `start-X` ops by kind.
+    /// Open windows: (fault, node) -> (start time ns, start op index).
+    open: BTreeMap<(Fault, String), (u64, u64)>,
+    /// Closed windows: (start op, fault, start ns, end ns, node), merged at the end.
+    closed: Vec<(u64, Fault, u64, u64, String)>,
+    /// Successful `start-X` ops by fault name (as results.json lists them).
     injected: BTreeMap<String, u64>,
     /// `start-X` ops that failed on at least one node.
     failed: u64,
     /// Time of the last op seen, ns.
     last_ns: u64,
-    /// The most broker nodes under one fault kind at once (a node is under `power-loss` from
-    /// its `start-power-loss` until the `stop-power-loss` that boots it).
-    most_at_once: BTreeMap<String, usize>,
-}
-
-/// The nodes a nemesis op's value names: a list of node names, or a grudge (node -> nodes it
-/// drops), or `{"nodes": [...]}`.
-fn nodes_of(value: &Value) -> Vec<String> {
-    let mut nodes: Vec<String> = match value {
-        Value::Array(items) => items
-            .iter()
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect(),
-        Value::Object(map) if map.contains_key("nodes") => return nodes_of(&map["nodes"]),
-        Value::Object(map) => map
-            .iter()
-            .filter(|(_, dropped)| dropped.as_array().is_some_and(|a| !a.is_empty()))
-            .flat_map(|(node, dropped)| {
-                std::iter::once(node.clone()).chain(
-                    dropped
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|v| v.as_str().map(String::from)),
-                )
-            })
-            .collect(),
-        Value::String(node) => vec![node.clone()],
-        _ => Vec::new(),
-    };
-    nodes.sort();
-    nodes.dedup();
-    nodes
+    /// The most broker nodes under one fault at once (a node is under `power-loss` from its
+    /// `start-power-loss` until the `stop-power-loss` that boots it).
+    most_at_once: BTreeMap<Fault, usize>,
 }
 
 /// Whether a node name is the controller's (`c1`, as the harness names it).
@@ -104,18 +77,20 @@ impl FaultTracker {
         if op.process != Process::Nemesis {
             return;
         }
-        if let Some(kind) = op.f.strip_prefix("start-") {
-            self.start(kind, op);
-        } else if let Some(kind) = op.f.strip_prefix("stop-") {
-            let nodes = nodes_of(&op.value);
-            // A partition is one state of the whole cluster: its stop ends it everywhere.
-            let all = nodes.is_empty() || kind == "partition";
-            self.stop(kind, (!all).then_some(&nodes), op.time);
+        let nemesis = NemesisOp::parse(&op.f, &op.value);
+        match nemesis.name() {
+            Some(OpName::Start(fault)) => self.start(fault, nemesis.nodes(), op),
+            Some(OpName::Stop(fault)) => {
+                let nodes = nemesis.nodes();
+                // A partition is one state of the whole cluster: its stop ends it everywhere.
+                let all = nodes.is_empty() || fault == Fault::Partition;
+                self.stop(&fault, (!all).then_some(&nodes), op.time);
+            }
+            Some(OpName::Wait(_)) | None => {}
         }
     }
 
-    fn start(&mut self, kind: &str, op: &Op) {
-        let mut nodes = nodes_of(&op.value);
+    fn start(&mut self, fault: Fault, mut nodes: Vec<String>, op: &Op) {
         if let Some(error) = &op.error {
             self.failed += 1;
             let named: Vec<String> = nodes
@@ -132,36 +107,36 @@ impl FaultTracker {
         if nodes.is_empty() {
             return;
         }
-        if kind == "partition" {
-            self.stop(kind, None, op.time);
+        if fault == Fault::Partition {
+            self.stop(&fault, None, op.time);
         }
-        *self.injected.entry(kind.to_string()).or_default() += 1;
+        *self.injected.entry(fault.name().to_string()).or_default() += 1;
         for node in nodes {
             // A second start on a node already under this fault keeps the first window.
             self.open
-                .entry((kind.to_string(), node))
+                .entry((fault.clone(), node))
                 .or_insert((op.time, op.index));
         }
         // The controller (`c1`) holds no records, so only brokers count.
         let brokers = self
             .open
             .keys()
-            .filter(|(k, n)| k == kind && !is_controller(n))
+            .filter(|(f, n)| *f == fault && !is_controller(n))
             .count();
-        let most = self.most_at_once.entry(kind.to_string()).or_default();
+        let most = self.most_at_once.entry(fault).or_default();
         *most = (*most).max(brokers);
     }
 
-    /// The most broker nodes that were under fault `kind` at the same time (0 if none).
-    pub fn most_at_once(&self, kind: &str) -> usize {
-        self.most_at_once.get(kind).copied().unwrap_or(0)
+    /// The most broker nodes that were under `fault` at the same time (0 if none).
+    pub fn most_at_once(&self, fault: &Fault) -> usize {
+        self.most_at_once.get(fault).copied().unwrap_or(0)
     }
 
-    fn stop(&mut self, kind: &str, nodes: Option<&Vec<String>>, time_ns: u64) {
-        let ending: Vec<(String, String)> = self
+    fn stop(&mut self, fault: &Fault, nodes: Option<&Vec<String>>, time_ns: u64) {
+        let ending: Vec<(Fault, String)> = self
             .open
             .keys()
-            .filter(|(k, n)| k == kind && nodes.is_none_or(|ns| ns.contains(n)))
+            .filter(|(f, n)| f == fault && nodes.is_none_or(|ns| ns.contains(n)))
             .cloned()
             .collect();
         for key in ending {
@@ -171,7 +146,7 @@ impl FaultTracker {
         }
     }
 
-    /// Successful starts by fault kind.
+    /// Successful starts by fault name.
     pub fn injected(&self) -> &BTreeMap<String, u64> {
         &self.injected
     }
@@ -184,8 +159,8 @@ impl FaultTracker {
     /// Every window, sorted by start; windows of one start that end together are merged.
     pub fn windows(&self) -> Vec<FaultWindow> {
         let secs = |ns: u64| ns as f64 / 1e9;
-        // (start op, kind, start, end, open) -> nodes
-        let mut merged: BTreeMap<(u64, String, u64, u64, bool), Vec<String>> = BTreeMap::new();
+        // (start op, fault, start, end, open) -> nodes
+        let mut merged: BTreeMap<(u64, Fault, u64, u64, bool), Vec<String>> = BTreeMap::new();
         for (start_op, kind, start, end, node) in &self.closed {
             merged
                 .entry((*start_op, kind.clone(), *start, *end, false))
@@ -222,7 +197,7 @@ impl FaultTracker {
             a.start_s
                 .total_cmp(&b.start_s)
                 .then(a.end_s.total_cmp(&b.end_s))
-                .then(a.kind.cmp(&b.kind))
+                .then(a.kind.name().cmp(b.kind.name()))
         });
         windows
     }
@@ -232,7 +207,7 @@ impl FaultTracker {
 mod tests {
     use super::*;
     use crate::history::OpType;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn nemesis(index: u64, time_s: u64, f: &str, value: Value, error: Option<&str>) -> Op {
         Op {
@@ -281,7 +256,7 @@ mod tests {
         let got: Vec<(String, Vec<String>, f64, f64)> = t
             .windows()
             .into_iter()
-            .map(|w| (w.kind, w.nodes, w.start_s, w.end_s))
+            .map(|w| (w.kind.name().to_string(), w.nodes, w.start_s, w.end_s))
             .collect();
         let w = |k: &str, n: &[&str], s: f64, e: f64| {
             (
@@ -329,7 +304,7 @@ mod tests {
         let windows = t.windows();
         assert_eq!(windows.len(), 2, "{windows:?}");
         assert_eq!(
-            (windows[0].kind.as_str(), windows[0].nodes.as_slice()),
+            (windows[0].kind.name(), windows[0].nodes.as_slice()),
             ("kill", &["n1".to_string()][..])
         );
         assert!(windows[0].open && windows[0].end_s == 5.0);

@@ -11,7 +11,7 @@
 //! [`Generator`] is an iterator, so a history of millions of ops can be written to a file
 //! without holding it in memory.
 
-use crate::history::{Op, OpType, Process};
+use crate::history::{Op, OpType};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Map, Value};
@@ -184,16 +184,7 @@ impl Generator {
         let op = Op {
             index: self.next_index,
             time: self.time_ns,
-            process: Process::Client(process),
-            kind,
-            f: f.to_string(),
-            value,
-            node: None,
-            high_watermarks: None,
-            log_start_offsets: None,
-            isr_sizes: None,
-            error: None,
-            r#final: false,
+            ..Op::client(process, kind, f, value)
         };
         self.next_index += 1;
         self.out.push_back(op);
@@ -426,16 +417,7 @@ impl Generator {
         let op = Op {
             index: self.next_index,
             time: self.time_ns,
-            process: Process::Nemesis,
-            kind: OpType::Info,
-            f: "unclean-election".into(),
-            value,
-            node: None,
-            high_watermarks: None,
-            log_start_offsets: None,
-            isr_sizes: None,
-            error: None,
-            r#final: false,
+            ..Op::nemesis("unclean-election", value)
         };
         self.next_index += 1;
         self.out.push_back(op);

@@ -6,8 +6,12 @@
 //! - `watermark`: `hw-regression`.
 //! - `group`: the consumer-group workload (`group-split-ownership`, `commit-regression`,
 //!   `group-undelivered`).
+//! - `divergence`: `replica-divergence`, every replica's own log compared offset by offset
+//!   (from `replicas.jsonl`, not the history).
 //! - `values`: the end-of-history passes over every value and offset (`lost-write`, `unseen`,
 //!   `duplicate`, `aborted-read`, `unexpected`, skip resolution, regression classes).
+//! - `txn`: transactions: `precommitted-read`, `intermediate-read` and the dependency cycles
+//!   (`G0`, `G1c`, `G-single`, `G2`) over ww / wr / rw edges derived from offsets.
 //! - `found`: bounded collections of examples.
 //! - `gen`: a generator of large, correct histories (benchmarks and property tests).
 //!
@@ -16,6 +20,7 @@
 //! of millions of ops is checked without holding it. [`check`] and [`check_file`] are built on
 //! it. Definitions of every anomaly: `docs/checkers.md`.
 
+mod divergence;
 mod faults;
 mod found;
 mod fxhash;
@@ -23,11 +28,13 @@ pub mod gen;
 mod group;
 mod order;
 mod settings;
+mod txn;
 mod values;
 mod watermark;
 
 pub use faults::{FaultTracker, FaultWindow};
-pub use settings::{Acks, CheckSettings, Judgement};
+pub use settings::{Acks, CheckSettings, IsolationLevel, Judgement};
+pub use txn::gen as txn_gen;
 
 use crate::history::{Op, OpType, Process, Val};
 use crate::results::CheckResults;
@@ -55,6 +62,9 @@ const UNSEEN_INTERVAL_NS: u64 = 100_000_000;
 /// Checks a whole history held in memory.
 pub fn check(history: &[Op], settings: &CheckSettings) -> CheckResults {
     let mut checker = Checker::new(settings.clone());
+    if history.iter().any(|op| op.f == "txn") {
+        checker.txns.enable();
+    }
     for op in history {
         checker.observe(op);
     }
@@ -67,16 +77,68 @@ pub fn check_file(
     path: impl AsRef<Path>,
     settings: &CheckSettings,
 ) -> std::io::Result<CheckResults> {
+    let path = path.as_ref();
+    let mut checker = Checker::new(settings.clone());
+    // The transaction analysis records every op from the first one on; a file is read once
+    // ahead to learn whether it holds transactions, so a plain history pays nothing for it.
+    if !settings.transactional && has_txn_ops(path)? {
+        checker.txns.enable();
+    }
     let file = std::fs::File::open(path)?;
-    check_reader(std::io::BufReader::with_capacity(1 << 20, file), settings)
+    feed(checker, std::io::BufReader::with_capacity(1 << 20, file))
 }
 
-/// Checks a JSON Lines history from any reader, streaming it (see [`check_file`]).
-pub fn check_reader(
-    mut reader: impl BufRead,
+/// Checks a history file (as [`check_file`]) and compares the replicas' own logs of
+/// `replicas` (`replicas.jsonl`, [`crate::replicas`]) for `replica-divergence`; without the
+/// file the results say why nothing was compared. A line of it that does not parse fails.
+pub fn check_file_with_replicas(
+    path: impl AsRef<Path>,
+    replicas: &Path,
     settings: &CheckSettings,
 ) -> std::io::Result<CheckResults> {
+    let path = path.as_ref();
     let mut checker = Checker::new(settings.clone());
+    if !settings.transactional && has_txn_ops(path)? {
+        checker.txns.enable();
+    }
+    if replicas.is_file() {
+        crate::replicas::read_file(replicas, |p| checker.observe_replicas(&p))?;
+    } else {
+        checker.replicas_not_compared(format!("no {} in the run", replicas.display()));
+    }
+    let file = std::fs::File::open(path)?;
+    feed(checker, std::io::BufReader::with_capacity(1 << 20, file))
+}
+
+/// True when some line of the JSON Lines file at `path` is an op of `f` `txn` (a scan of the
+/// bytes, without parsing).
+fn has_txn_ops(path: &Path) -> std::io::Result<bool> {
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(false);
+        }
+        const TXN: &[u8] = br#""f":"txn""#;
+        if line.windows(TXN.len()).any(|w| w == TXN) {
+            return Ok(true);
+        }
+    }
+}
+
+/// Checks a JSON Lines history from any reader, streaming it (see [`check_file`]). The
+/// transaction analysis records ops from the first `txn` op on, or from the start when
+/// `settings.transactional` is set (`stats.transactions.recorded_from_op` says which).
+pub fn check_reader(
+    reader: impl BufRead,
+    settings: &CheckSettings,
+) -> std::io::Result<CheckResults> {
+    feed(Checker::new(settings.clone()), reader)
+}
+
+/// Feeds every op of a JSON Lines history to `checker`, then finishes it.
+fn feed(mut checker: Checker, mut reader: impl BufRead) -> std::io::Result<CheckResults> {
     let mut line = Vec::new();
     let mut line_number = 0u64;
     loop {
@@ -149,6 +211,9 @@ struct ValueState {
     read_final: bool,
     /// Read by an ok poll of a consumer-group member.
     read_group: bool,
+    /// Sent by a `txn` op: a read of it after an abort, or before the commit, is judged by
+    /// the consumers' isolation level.
+    by_txn: bool,
     /// Counted in the running unseen count (acknowledged before any ok read saw it).
     unseen_counted: bool,
 }
@@ -169,6 +234,7 @@ impl ValueState {
             read_ok: false,
             read_final: false,
             read_group: false,
+            by_txn: false,
             unseen_counted: false,
         }
     }
@@ -341,6 +407,11 @@ pub struct Checker {
     faults: FaultTracker,
     /// Keys some send was invoked on: each must reach the floor of acknowledged writes.
     sent_keys: Vec<bool>,
+    /// The record of send, poll and txn ops for the transaction analysis.
+    txns: txn::Txns,
+    /// What the comparison of the replicas' own logs found (`stats.replica_logs`); `None`
+    /// when the run gave none to compare.
+    replica_logs: Option<divergence::ReplicaStats>,
 }
 
 /// A micro-op borrowed from an op's JSON value, without allocating.
@@ -396,6 +467,10 @@ fn parse_micro(v: &Value) -> Option<Micro<'_>> {
 impl Checker {
     /// A checker judging by `settings`.
     pub fn new(settings: CheckSettings) -> Checker {
+        let mut txns = txn::Txns::default();
+        if settings.transactional {
+            txns.enable();
+        }
         Checker {
             findings: Findings::new(settings.examples_max),
             settings,
@@ -413,7 +488,24 @@ impl Checker {
             problem_count: 0,
             faults: FaultTracker::default(),
             sent_keys: Vec::new(),
+            txns,
+            replica_logs: None,
         }
+    }
+
+    /// Compares every replica's own log of one partition (a line of `replicas.jsonl`),
+    /// reporting `replica-divergence` below the high watermark.
+    pub fn observe_replicas(&mut self, partition: &crate::replicas::PartitionReplicas) {
+        let stats = self.replica_logs.get_or_insert_with(Default::default);
+        divergence::compare(partition, &mut self.findings, stats);
+    }
+
+    /// Says why the replicas' logs were not compared (shown in `stats.replica_logs`).
+    pub fn replicas_not_compared(&mut self, reason: String) {
+        self.replica_logs = Some(divergence::ReplicaStats {
+            unread_reason: Some(reason),
+            ..Default::default()
+        });
     }
 
     /// Records a problem with the history itself (the verdict can then be at best unknown).
@@ -478,6 +570,7 @@ impl Checker {
                     }
                     state.invoke_op = op.index;
                     state.key = key;
+                    state.by_txn = op.f == "txn";
                     if self.sent_keys.len() <= key as usize {
                         self.sent_keys.resize(key as usize + 1, false);
                     }
@@ -489,6 +582,7 @@ impl Checker {
                 }
             }
         }
+        self.txns.invoke(process, op, &pending.sends);
         if self.pending.insert(process, pending).is_some() {
             self.problem(format!(
                 "process {process} invoked op {} while its previous op was still pending",
@@ -518,6 +612,13 @@ impl Checker {
         if op.r#final && ok {
             self.counters.final_ok += 1;
         }
+        if op.f == "poll"
+            && op.kind == OpType::Fail
+            && op.error.as_deref() == Some("OFFSET_OUT_OF_RANGE")
+        {
+            // The consumer resets its positions, as auto.offset.reset=earliest does.
+            self.order.reset_polls(process);
+        }
         match op.f.as_str() {
             "assign" | "subscribe" => {
                 if ok {
@@ -539,7 +640,11 @@ impl Checker {
                     self.complete_rebalance(process, op);
                 }
             }
-            _ => self.complete_micro_ops(process, op, &pending),
+            _ => {
+                self.txns.begin(pending.invoke_op, op);
+                self.complete_micro_ops(process, op, &pending);
+                self.txns.end();
+            }
         }
         // Sends of the invoke that the completion did not mention take the completion's type.
         let outcome = match op.kind {
@@ -806,6 +911,7 @@ impl Checker {
             state.first_read_offset = offset;
             state.first_read_key = key;
         }
+        let writer_invoke = state.invoke_op;
         if ok {
             if !state.read_ok {
                 state.read_ok = true;
@@ -818,6 +924,9 @@ impl Checker {
             }
             state.read_group |= group_read;
         }
+        let name = &self.keys[key as usize].name;
+        self.txns
+            .read(key, name, offset, value, writer_invoke, &mut self.findings);
         let k = &mut self.keys[key as usize];
         if ok {
             k.extend_reach(op.index, offset);
@@ -856,8 +965,13 @@ impl Checker {
     }
 
     /// Ends the history: resolves what needs the whole history and returns the results.
-    pub fn finish(self) -> CheckResults {
-        values::finish(self)
+    pub fn finish(mut self) -> CheckResults {
+        let replica_logs = self.replica_logs.take();
+        let mut results = values::finish(self);
+        if let (Some(stats), Some(r)) = (results.stats.as_object_mut(), replica_logs) {
+            stats.insert("replica_logs".into(), r.to_json());
+        }
+        results
     }
 }
 

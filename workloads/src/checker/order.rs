@@ -40,6 +40,9 @@ struct Position {
     poll: Option<(u64, u64)>,
     /// (offset, op index) of the last acknowledged send.
     send: Option<(u64, u64)>,
+    /// A poll of the process failed with OFFSET_OUT_OF_RANGE since `poll` was seen: the
+    /// consumer reset its position (auto.offset.reset), so the next poll may go back.
+    poll_reset: bool,
 }
 
 /// What one process remembers.
@@ -89,6 +92,17 @@ impl Order {
         state.keys.retain(|(k, _)| keys.contains(k));
     }
 
+    /// A poll of `process` failed with OFFSET_OUT_OF_RANGE: its consumer resets its positions
+    /// (the failed poll does not say which key), so a poll going back on any of its keys next
+    /// is reported as `nonmonotonic-poll` with `after_reset` and does not count.
+    pub fn reset_polls(&mut self, process: u64) {
+        if let Some(state) = self.processes.get_mut(&process) {
+            for (_, position) in &mut state.keys {
+                position.poll_reset = position.poll.is_some();
+            }
+        }
+    }
+
     /// The process ended with `info` and will never run again.
     pub fn retire(&mut self, process: u64) {
         self.processes.remove(&process);
@@ -113,6 +127,7 @@ impl Order {
         let state = self.processes.entry(process).or_default();
         let subscribe = state.subscribe;
         let pos = state.position(key);
+        let after_reset = matches!(stream, Stream::Poll) && std::mem::take(&mut pos.poll_reset);
         let slot = match stream {
             Stream::Poll => &mut pos.poll,
             Stream::Send => &mut pos.send,
@@ -122,13 +137,18 @@ impl Order {
             if offset <= prev {
                 let (name, counts) = match (stream, within) {
                     (Stream::Poll, true) => ("int-nonmonotonic-poll", !subscribe),
-                    (Stream::Poll, false) => ("nonmonotonic-poll", !subscribe),
+                    (Stream::Poll, false) => ("nonmonotonic-poll", !subscribe && !after_reset),
                     (Stream::Send, true) => ("int-nonmonotonic-send", true),
                     (Stream::Send, false) => ("nonmonotonic-send", true),
                 };
                 findings.add(name, counts, || {
-                    json!({"key": key_name, "process": process, "offsets": [prev, offset],
-                           "value": value, "ops": [prev_op, op], "subscribe": subscribe})
+                    let mut example = json!({"key": key_name, "process": process,
+                        "offsets": [prev, offset], "value": value, "ops": [prev_op, op],
+                        "subscribe": subscribe});
+                    if after_reset {
+                        example["after_reset"] = json!(true);
+                    }
+                    example
                 });
             } else if offset > prev.max(log_start.saturating_sub(1)) + 1 {
                 let kind = match (stream, within) {

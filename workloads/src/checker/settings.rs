@@ -110,6 +110,65 @@ pub struct CheckSettings {
     /// and the history shows none of them injected, the run tested nothing under faults and
     /// the verdict is `unknown`. Empty for a bare history: then faults are not judged.
     pub faults_requested: Vec<String>,
+    /// `enable.idempotence` of the producers: `Some(true)` when they were idempotent (the
+    /// broker must drop a retried batch by producer id and sequence, so a duplicate breaks the
+    /// promise), `Some(false)` when they retried without idempotence (a retry may append a
+    /// batch twice: at-least-once), `None` when they never retried (Tidewater's plain
+    /// workload: each send once, so a duplicate is the broker's doing). Omitted from
+    /// `stats.settings` when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_idempotence: Option<bool>,
+    /// True when the producers were transactional (`transactional.id` set). Transactional
+    /// producers are idempotent, and the transaction analysis runs even if no `txn` op
+    /// appears. Omitted from `stats.settings` when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub transactional: bool,
+    /// The consumers' `isolation.level`. Kafka promises `read_committed` consumers never see
+    /// an aborted or open transaction's records; `read_uncommitted` ones see both. Omitted
+    /// from `stats.settings` when `read_committed` (the default here, as the transactional
+    /// workload reads that way; Kafka's client default is `read_uncommitted`).
+    #[serde(skip_serializing_if = "IsolationLevel::is_read_committed")]
+    pub isolation_level: IsolationLevel,
+}
+
+/// The consumers' `isolation.level`, Kafka's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationLevel {
+    /// `read_committed`: fetches stop at the last stable offset and aborted records are
+    /// filtered out.
+    #[default]
+    ReadCommitted,
+    /// `read_uncommitted`: fetches go up to the high watermark, aborted records included.
+    ReadUncommitted,
+}
+
+impl IsolationLevel {
+    /// True for `read_committed`.
+    pub fn is_read_committed(&self) -> bool {
+        *self == IsolationLevel::ReadCommitted
+    }
+
+    /// `"read_committed"` or `"read_uncommitted"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IsolationLevel::ReadCommitted => "read_committed",
+            IsolationLevel::ReadUncommitted => "read_uncommitted",
+        }
+    }
+}
+
+impl FromStr for IsolationLevel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<IsolationLevel, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "read_committed" => Ok(IsolationLevel::ReadCommitted),
+            "read_uncommitted" => Ok(IsolationLevel::ReadUncommitted),
+            other => Err(format!(
+                "isolation.level must be read_committed or read_uncommitted, got {other:?}"
+            )),
+        }
+    }
 }
 
 impl Default for CheckSettings {
@@ -130,6 +189,9 @@ impl Default for CheckSettings {
             flush_messages: None,
             power_lost_at_once: 0,
             faults_requested: Vec::new(),
+            enable_idempotence: None,
+            transactional: false,
+            isolation_level: IsolationLevel::ReadCommitted,
         }
     }
 }
@@ -139,7 +201,9 @@ impl CheckSettings {
     /// names: `min.insync.replicas`, `replication.factor` (or `default.replication.factor`),
     /// `unclean.leader.election.enable`, `flush.messages` (or `log.flush.interval.messages`),
     /// `tidewater.unsafe.truncate.to.hw.enable` and
-    /// `tidewater.unsafe.serve.lagging.hw.enable`. Other names are ignored; a known name
+    /// `tidewater.unsafe.serve.lagging.hw.enable`; and of the clients: `enable.idempotence`,
+    /// `transactional.id` (any non-empty value: transactional) and `isolation.level`.
+    /// Other names are ignored; a known name
     /// with a bad value is an error; an absent one takes Kafka's default
     /// (`min.insync.replicas` 1).
     pub fn from_kafka_configs(
@@ -201,6 +265,13 @@ impl CheckSettings {
         if let Some(b) = flag("tidewater.unsafe.serve.lagging.hw.enable")? {
             s.serve_lagging_hw = b;
         }
+        s.enable_idempotence = flag("enable.idempotence")?;
+        s.transactional = configs
+            .get("transactional.id")
+            .is_some_and(|id| !id.trim().is_empty());
+        if let Some(level) = configs.get("isolation.level") {
+            s.isolation_level = level.parse()?;
+        }
         Ok(s)
     }
 }
@@ -244,6 +315,15 @@ impl CheckSettings {
                 "power lost on {} broker(s) at once",
                 self.power_lost_at_once
             ));
+        }
+        if let Some(on) = self.enable_idempotence {
+            parts.push(format!("enable.idempotence={on}"));
+        }
+        if self.transactional {
+            parts.push("transactional producers".into());
+        }
+        if !self.isolation_level.is_read_committed() {
+            parts.push(format!("isolation.level={}", self.isolation_level.as_str()));
         }
         parts.join(", ")
     }
@@ -301,12 +381,68 @@ impl CheckSettings {
     /// (Jepsen's `valid?`): every lost acknowledged write and every consistency anomaly does.
     /// Not: `unseen` while the final reads are incomplete (it may be delay), `int-send-skip`
     /// when the sends of one op are separate appends, and `hw-regression`, which is judged
-    /// per class (only `data-loss` invalidates).
+    /// per class (only `data-loss` invalidates). Nor the transaction anomalies that Kafka's
+    /// model produces by design, reported as facts: `G0` (appends of concurrent transactions
+    /// interleave in every partition; Jepsen's Kafka checker allows it too), `G-single` and
+    /// `G2` (Kafka's transactions are not serializable across partitions: a correct broker
+    /// shows them, so counting them would make every transactional run invalid),
+    /// `intermediate-read` (a poll may end inside a committed transaction's records) and
+    /// `G1c` cycles that need a ww edge (judged per class by [`CheckSettings::judge_g1c`]).
     pub fn invalidates(&self, name: &str) -> bool {
         match name {
             "unseen" => self.final_reads_completed,
             "int-send-skip" => self.atomic_send_batches,
+            "G0" | "G-single" | "G2" | "intermediate-read" => false,
             _ => true,
+        }
+    }
+
+    /// True when the producers were idempotent: `enable.idempotence=true`, or transactional
+    /// (a transactional producer is always idempotent).
+    pub fn idempotent(&self) -> bool {
+        self.enable_idempotence == Some(true) || self.transactional
+    }
+
+    /// Judges `aborted-read` when `from_txn` of its instances read a value of an aborted
+    /// transaction (the others read a failed plain send). `read_uncommitted` consumers see
+    /// aborted transactions' records by design; a failed plain send was never appended.
+    pub fn judge_aborted_reads(&self, from_txn: u64, total: u64) -> Judgement {
+        if from_txn == 0 {
+            return self.judge("aborted-read");
+        }
+        match self.isolation_level {
+            IsolationLevel::ReadCommitted => Judgement {
+                breaks_promise: true,
+                note: "read_committed consumers must never see a record of an aborted transaction (or of a failed send)".into(),
+            },
+            IsolationLevel::ReadUncommitted if from_txn == total => Judgement {
+                breaks_promise: false,
+                note: "expected with isolation.level=read_uncommitted: such consumers read aborted transactions' records".into(),
+            },
+            IsolationLevel::ReadUncommitted => Judgement {
+                breaks_promise: true,
+                note: format!("{} instance(s) read a failed plain send, which was never appended; the {from_txn} read(s) of aborted transactions are expected with isolation.level=read_uncommitted", total - from_txn),
+            },
+        }
+    }
+
+    /// Judges `G1c` cycles when `wr_only` of them consist of write-read edges alone. Such a
+    /// cycle cannot happen with read_committed consumers: each transaction would have read
+    /// the other's records before either committed. A cycle that needs a ww edge is Kafka's
+    /// design (append order is no commit order), reported and not counted, as in Jepsen; so
+    /// `G1c` invalidates the history exactly when `wr_only > 0`.
+    pub fn judge_g1c(&self, wr_only: u64) -> Judgement {
+        let read_committed = self.isolation_level.is_read_committed();
+        let note = if wr_only == 0 {
+            "every cycle found needs a ww edge: appends of concurrent transactions interleave and append order is not commit order, so Kafka's model allows it (Jepsen's Kafka checker allows G1c with ww edges)".to_string()
+        } else if read_committed {
+            format!("{wr_only} cycle(s) of write-read edges alone: with isolation.level=read_committed every transaction in such a cycle read another's records before that one committed")
+        } else {
+            format!("{wr_only} cycle(s) of write-read edges alone; expected with isolation.level=read_uncommitted (consumers read uncommitted records)")
+        };
+        Judgement {
+            breaks_promise: wr_only > 0 && read_committed,
+            note,
         }
     }
 
@@ -354,7 +490,7 @@ impl CheckSettings {
             "poll-skip" | "nonmonotonic-poll" | "int-poll-skip" | "int-nonmonotonic-poll" => {
                 let mut j = permitted_by_loss("a consumer skipping or re-reading records");
                 j.note.push_str(
-                    "; instances on processes that used subscribe are reported but never count (rebalances legitimately move positions)",
+                    "; instances on processes that used subscribe are reported but never count (rebalances legitimately move positions), nor do polls going back after an OFFSET_OUT_OF_RANGE reset the consumer (after_reset)",
                 );
                 j
             }
@@ -389,9 +525,39 @@ impl CheckSettings {
             "group-undelivered" => permitted_by_loss(
                 "a group committing past an acknowledged record it never delivered",
             ),
-            "duplicate" => Judgement {
-                breaks_promise: true,
-                note: "values are sent once, so a value at two offsets means the broker appended it twice".into(),
+            "duplicate" => match self.enable_idempotence {
+                _ if self.idempotent() => Judgement {
+                    breaks_promise: true,
+                    note: "the producers were idempotent: the broker must drop a retried batch by producer id and sequence, so a value at two offsets breaks that promise".into(),
+                },
+                Some(false) => Judgement {
+                    breaks_promise: false,
+                    note: "expected with enable.idempotence=false: a producer retry may append a batch twice (at-least-once)".into(),
+                },
+                _ => Judgement {
+                    breaks_promise: true,
+                    note: "values are sent once, so a value at two offsets means the broker appended it twice".into(),
+                },
+            },
+            "precommitted-read" => Judgement {
+                breaks_promise: self.isolation_level.is_read_committed(),
+                note: if self.isolation_level.is_read_committed() {
+                    "read_committed consumers must not see a transaction's records before it commits".into()
+                } else {
+                    "expected with isolation.level=read_uncommitted: such consumers read open transactions' records".into()
+                },
+            },
+            "intermediate-read" => Judgement {
+                breaks_promise: false,
+                note: "reported, not counted: a poll may end inside a committed transaction's records (max.poll.records, fetch sizes), so a prefix of its writes to one partition is Kafka's design".into(),
+            },
+            "G0" => Judgement {
+                breaks_promise: false,
+                note: "reported, not counted: Kafka does not isolate writes; appends of concurrent transactions interleave in every partition (Jepsen's Kafka checker allows G0 too)".into(),
+            },
+            "G-single" | "G2" => Judgement {
+                breaks_promise: false,
+                note: "reported as a fact, not counted: Kafka's transactions are atomic but not serializable across partitions (a poll is no snapshot of several partitions, and nothing orders one transaction's reads before another's writes)".into(),
             },
             "aborted-read" => Judgement {
                 breaks_promise: true,
@@ -400,6 +566,14 @@ impl CheckSettings {
             "unexpected" => Judgement {
                 breaks_promise: true,
                 note: "a value that no process ever sent was read".into(),
+            },
+            "replica-divergence" if self.truncate_to_hw => Judgement {
+                breaks_promise: false,
+                note: "expected with truncation to the high watermark (pre-KIP-101): a follower keeps records its new leader replaced".into(),
+            },
+            "replica-divergence" => Judgement {
+                breaks_promise: true,
+                note: "replicas in the ISR must hold the same record at every offset below the high watermark (KIP-101, KIP-279); any of them may be elected".into(),
             },
             "under-min-isr-ack" => Judgement {
                 breaks_promise: self.acks == Acks::All,
@@ -463,6 +637,57 @@ mod tests {
         let bad: BTreeMap<String, String> =
             [("min.insync.replicas".to_string(), "two".to_string())].into();
         assert!(CheckSettings::from_kafka_configs("all", &bad).is_err());
+    }
+
+    #[test]
+    fn client_settings_come_from_kafka_config_names() {
+        let configs: BTreeMap<String, String> = [
+            ("enable.idempotence", "true"),
+            ("transactional.id", "tidewater-7"),
+            ("isolation.level", "READ_UNCOMMITTED"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let s = CheckSettings::from_kafka_configs("all", &configs).unwrap();
+        assert_eq!(s.enable_idempotence, Some(true));
+        assert!(s.transactional && s.idempotent());
+        assert_eq!(s.isolation_level, IsolationLevel::ReadUncommitted);
+        assert!(s.describe().ends_with(
+            "enable.idempotence=true, transactional producers, isolation.level=read_uncommitted"
+        ));
+        // Absent: no retries, not transactional, read_committed; and nothing new serialized.
+        let plain = CheckSettings::from_kafka_configs("all", &BTreeMap::new()).unwrap();
+        assert_eq!(
+            (
+                plain.enable_idempotence,
+                plain.transactional,
+                plain.isolation_level
+            ),
+            (None, false, IsolationLevel::ReadCommitted)
+        );
+        let json = serde_json::to_value(&plain).unwrap();
+        for name in ["enable_idempotence", "transactional", "isolation_level"] {
+            assert!(json.get(name).is_none(), "{name} in {json}");
+        }
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["isolation_level"], "read_uncommitted");
+        assert_eq!(serde_json::from_value::<CheckSettings>(json).unwrap(), s);
+        for (name, bad) in [
+            ("isolation.level", "serializable"),
+            ("enable.idempotence", "yes"),
+        ] {
+            let configs = BTreeMap::from([(name.to_string(), bad.to_string())]);
+            let err = CheckSettings::from_kafka_configs("all", &configs).unwrap_err();
+            assert!(err.starts_with(name), "{err}");
+        }
+        // An empty transactional.id is no transactional producer.
+        let empty = BTreeMap::from([("transactional.id".to_string(), " ".to_string())]);
+        assert!(
+            !CheckSettings::from_kafka_configs("all", &empty)
+                .unwrap()
+                .transactional
+        );
     }
 
     #[test]

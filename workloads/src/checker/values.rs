@@ -17,6 +17,7 @@
 use super::found::{Found, Verdicts};
 use super::{CheckSettings, Checker, Outcome, NONE};
 use crate::history::Val;
+use crate::nemesis::Fault;
 use crate::results::{CheckResults, Promise, Validity};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -72,6 +73,8 @@ struct ValueCounts {
     read: u64,
     acked_read_by_final: u64,
     retention_excluded: u64,
+    /// `aborted-read` instances whose value an aborted transaction sent (not a failed send).
+    aborted_txn_reads: u64,
     /// Acknowledged values per key.
     acked_by_key: Vec<u64>,
     /// Acknowledged values that are gone, per key: lost writes, and unseen ones once the
@@ -95,7 +98,7 @@ pub(super) fn finish(mut c: Checker) -> CheckResults {
     c.settings.final_reads_completed = final_completed;
     // The promise under power loss depends on how many brokers were down at once.
     c.settings.power_lost_at_once =
-        u32::try_from(c.faults.most_at_once("power-loss")).unwrap_or(u32::MAX);
+        u32::try_from(c.faults.most_at_once(&Fault::PowerLoss)).unwrap_or(u32::MAX);
     let (mut instances, counts, gone_by_key) = value_pass(&c, final_completed);
     resolve_gaps(&c, &mut instances);
     instances.sort();
@@ -113,10 +116,28 @@ pub(super) fn finish(mut c: Checker) -> CheckResults {
     }
     explain_resets_after_loss(&c, &mut findings, &gone_by_key);
     let hw_classes = classify_regressions(&c, &mut findings, &gone_by_key, final_completed);
+    let txns = super::txn::finish(&c, &mut findings);
     let settings = c.settings.clone();
     let anomalies = findings.into_anomalies(|name, found: &Found| {
-        if name == "hw-regression" {
-            return judge_regressions(&settings, &hw_classes);
+        match name {
+            "hw-regression" => return judge_regressions(&settings, &hw_classes),
+            "G1c" => {
+                let j = settings.judge_g1c(txns.g1c_wr_only);
+                return Verdicts {
+                    invalidates: txns.g1c_wr_only > 0,
+                    breaks_promise: j.breaks_promise,
+                    note: j.note,
+                };
+            }
+            "aborted-read" if counts.aborted_txn_reads > 0 => {
+                let j = settings.judge_aborted_reads(counts.aborted_txn_reads, found.count);
+                return Verdicts {
+                    invalidates: true,
+                    breaks_promise: j.breaks_promise,
+                    note: j.note,
+                };
+            }
+            _ => {}
         }
         let j = settings.judge(name);
         let counting = found.counting > 0;
@@ -135,7 +156,10 @@ pub(super) fn finish(mut c: Checker) -> CheckResults {
         Validity::Valid
     };
     let (promise, promise_reason) = promise(&settings, &anomalies, valid, &unknown_reasons);
-    let stats = stats(&mut c, &counts, &anomalies, &hw_classes, unknown_reasons);
+    let mut stats = stats(&mut c, &counts, &anomalies, &hw_classes, unknown_reasons);
+    if let Some(t) = txns.stats {
+        stats["transactions"] = t;
+    }
     CheckResults {
         valid,
         promise,
@@ -248,13 +272,28 @@ fn promise(
     if !unknown_reasons.is_empty() {
         return (Promise::Unknown, unknown_reasons.join("; "));
     }
+    let loss = settings.loss_reasons();
     match valid {
+        // Invalid with no loss permitted: the anomalies seen are ones the settings allow
+        // otherwise (read_uncommitted consumers, a producer retrying without idempotence).
+        Validity::Invalid if loss.is_empty() => {
+            let allowed: Vec<String> = anomalies
+                .iter()
+                .filter(|(_, a)| a.invalidates)
+                .map(|(name, a)| format!("{name} ({})", a.count))
+                .collect();
+            (
+                Promise::Kept,
+                format!(
+                    "allowed by these settings ({}): {}",
+                    settings.describe(),
+                    allowed.join(", ")
+                ),
+            )
+        }
         Validity::Invalid => (
             Promise::Kept,
-            format!(
-                "allowed by these settings: {}",
-                settings.loss_reasons().join("; ")
-            ),
+            format!("allowed by these settings: {}", loss.join("; ")),
         ),
         _ => (
             Promise::Kept,
@@ -329,13 +368,19 @@ fn value_pass(c: &Checker, final_completed: bool) -> (Vec<Instance>, ValueCounts
             });
         }
         if read_any && s.outcome == Outcome::Fail {
+            let mut example = json!({"value": value, "offset": s.first_read_offset,
+                "send_op": opt(s.invoke_op), "read_op": s.first_read_op});
+            if s.by_txn {
+                // G1a proper: the transaction that sent it aborted.
+                counts.aborted_txn_reads += 1;
+                example["aborted_txn"] = json!(true);
+            }
             out.push(Instance {
                 name: "aborted-read",
                 key: s.first_read_key,
                 offset: s.first_read_offset,
                 value,
-                example: ValueOrd(json!({"value": value, "offset": s.first_read_offset,
-                    "send_op": opt(s.invoke_op), "read_op": s.first_read_op})),
+                example: ValueOrd(example),
             });
         }
         if read_any && (s.outcome == Outcome::NotSent || s.first_read_key != s.key) {

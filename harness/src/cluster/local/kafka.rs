@@ -18,8 +18,7 @@ use std::path::{Path, PathBuf};
 /// Bound on one `StorageTool format` (a JVM start, a few files written).
 pub const FORMAT_TIME_LIMIT_MS: u64 = 60_000;
 
-/// Lines of a node's log quoted when it fails to come up.
-pub const LOG_TAIL_LINES: usize = 15;
+pub use crate::kafka::LOG_TAIL_LINES;
 
 /// What every node of a local Kafka cluster runs.
 #[derive(Debug, Clone)]
@@ -32,17 +31,22 @@ pub struct KafkaProgram {
     pub layout: KafkaSpec,
     /// The run's broker settings in Kafka's names (from [`properties::broker_properties`]).
     pub settings: Vec<(String, String)>,
+    /// The run's settings Kafka takes as feature levels at format
+    /// ([`properties::format_features`]): `--feature` values.
+    pub format_features: Vec<String>,
 }
 
 impl KafkaProgram {
     /// The program for `release` with the run's broker settings (Tidewater's `--set` names),
     /// refused as for a Kafka cluster file when Kafka has no equivalent.
     pub fn new(release: Release, settings: &[(String, String)]) -> Result<KafkaProgram> {
+        let format_features = properties::format_features(settings).map_err(Error::Config)?;
         let settings = properties::broker_properties(settings).map_err(Error::Config)?;
         Ok(KafkaProgram {
             jvm: Jvm::new(release),
             layout: KafkaSpec::default(),
             settings,
+            format_features,
         })
     }
 
@@ -90,6 +94,7 @@ impl KafkaProgram {
             &Self::properties_path(node_dir),
             &self.layout.cluster_id,
             &node_dir.join("logs"),
+            &self.format_features,
         )
     }
 

@@ -517,7 +517,7 @@ impl Inner {
         }
         let mut first_error = None;
         if let Some(net) = &self.net {
-            if let Err(e) = net.heal() {
+            if let Err(e) = net.heal_and_close() {
                 first_error.get_or_insert(e);
             }
         }

@@ -4,11 +4,13 @@
 //! says what has and has not been run against a real Kafka.
 //!
 //! [`KafkaScripts`]: format, start, stop, kill, pause, resume, wipe and log reading on one
-//! host, by the pid of its Kafka JVM (checked against its command line, never by name). The
-//! `[kafka]` table, the `--set` mapping and `server.properties` live in
+//! host, by the pid of its Kafka JVM (checked against its command line, never by name), and
+//! through the release's scripts or `java` itself ([`Launch`]). The `[kafka]` table, the `--set` mapping and `server.properties` live in
 //! [`crate::kafka::properties`], shared with the local backend.
 
-use super::quote;
+use super::shell::quote;
+use crate::kafka::fetch::{LogConfig, LOG_CONFIG_FILES};
+use crate::kafka::jvm::JVM_OPTIONS;
 pub use crate::kafka::properties::*;
 
 /// How long `start` waits for the launcher to write the pid file, in tenths of a second.
@@ -33,6 +35,8 @@ pub struct KafkaScripts<'a> {
     sudo: bool,
     /// Bound between SIGTERM and SIGKILL, in seconds.
     stop_timeout_s: u64,
+    /// `--feature NAME=LEVEL` values of the format ([`format_features`]).
+    format_features: Vec<String>,
 }
 
 impl<'a> KafkaScripts<'a> {
@@ -50,7 +54,14 @@ impl<'a> KafkaScripts<'a> {
             home: kafka.home.replace("{node}", node),
             sudo,
             stop_timeout_s,
+            format_features: Vec::new(),
         }
+    }
+
+    /// The same scripts, formatting with these `--feature NAME=LEVEL` values.
+    pub fn with_format_features(mut self, features: &[String]) -> KafkaScripts<'a> {
+        self.format_features = features.to_vec();
+        self
     }
 
     fn wrap(&self, script: &str) -> String {
@@ -82,13 +93,57 @@ impl<'a> KafkaScripts<'a> {
     /// The environment of Kafka's scripts, as `NAME=value` words for `env`.
     fn env_words(&self) -> String {
         let mut words = vec![
-            format!("KAFKA_HEAP_OPTS={}", self.kafka.heap_opts),
+            format!("KAFKA_HEAP_OPTS={}", self.kafka.heap_opts()),
             format!("LOG_DIR={}/logs", self.dir),
         ];
         if let Some(java) = &self.kafka.java_home {
             words.push(format!("JAVA_HOME={java}"));
         }
         words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
+    }
+
+    /// The words that run Kafka's class `main` (the script `script` runs it): the script
+    /// under `env`, or `java` with the release's `libs/` and the harness's JVM options (then
+    /// `$log` must hold the logging option, [`Self::choose_log_config`]).
+    fn launcher(&self, script: &str, main: &str) -> String {
+        match self.kafka.launch {
+            Launch::Scripts => format!("env {} {}", self.env_words(), self.bin(script)),
+            Launch::Java => {
+                let java = match &self.kafka.java_home {
+                    Some(home) => format!("{home}/bin/java"),
+                    None => "java".into(),
+                };
+                let mut words = vec![quote(&java)];
+                words.extend(JVM_OPTIONS.iter().map(|o| quote(o)));
+                words.extend(self.kafka.heap_opts().split_whitespace().map(quote));
+                words.push(quote(&format!("-Dkafka.logs.dir={}/logs", self.dir)));
+                words.push("${log:+\"$log\"}".into());
+                words.push("-cp".into());
+                words.push(quote(&format!("{}/libs/*", self.home)));
+                words.push(main.into());
+                words.join(" ")
+            }
+        }
+    }
+
+    /// Sets `$log` to the JVM option of the release's logging configuration, the first of
+    /// [`LOG_CONFIG_FILES`] the host has (as the local backend chooses), or to nothing.
+    fn choose_log_config(&self) -> String {
+        let mut script = "log=".to_string();
+        for (i, file) in LOG_CONFIG_FILES.iter().enumerate() {
+            let path = format!("{}/{file}", self.home);
+            let option = LogConfig::of(path.clone().into())
+                .jvm_option()
+                .expect("a file names a configuration");
+            let keyword = if i == 0 { "if" } else { "elif" };
+            script.push_str(&format!(
+                "; {keyword} [ -f {} ]; then log={}",
+                quote(&path),
+                quote(&option)
+            ));
+        }
+        script.push_str("; fi");
+        script
     }
 
     /// Sets `$pid` and succeeds when the pid file names a live process started with this
@@ -103,10 +158,12 @@ impl<'a> KafkaScripts<'a> {
         )
     }
 
-    /// Sends `sig` to the JVM if it runs.
+    /// Sends `sig` to the JVM's process group if the JVM runs: the launcher's `setsid` made
+    /// the JVM its group's leader, so the group is the JVM and anything a release's scripts
+    /// left running beside it. (`kill -SIG -PGID`: dash's `kill` takes no `--`.)
     fn signal_body(&self, sig: &str) -> String {
         format!(
-            "if {}; then kill -{sig} \"$pid\" 2>/dev/null; fi",
+            "if {}; then kill -{sig} -\"$pid\" 2>/dev/null; fi",
             self.find_pid()
         )
     }
@@ -131,35 +188,44 @@ impl<'a> KafkaScripts<'a> {
     /// Formats the node's log directory for KRaft (`kafka-storage.sh format`) unless it is.
     fn format_body(&self) -> String {
         format!(
-            "if [ ! -f {meta} ]; then env {env} {storage} format -t {id} -c {props} \
-             --ignore-formatted >> broker.log 2>&1 || {{ echo 'kafka-storage.sh format failed; \
-             see broker.log' >&2; exit 1; }}; fi",
+            "if [ ! -f {meta} ]; then {storage} format -t {id} -c {props} \
+             --ignore-formatted{features} >> broker.log 2>&1 || {{ echo 'kafka-storage.sh \
+             format failed; see broker.log' >&2; exit 1; }}; fi",
+            features = self
+                .format_features
+                .iter()
+                .map(|f| format!(" --feature {}", quote(f)))
+                .collect::<String>(),
             meta = quote(&format!("{}/meta.properties", self.data_dir())),
-            env = self.env_words(),
-            storage = self.bin("kafka-storage.sh"),
+            storage = self.launcher("kafka-storage.sh", "kafka.tools.StorageTool"),
             id = quote(&self.kafka.cluster_id),
             props = quote(&self.properties_path())
         )
     }
 
     /// Starts Kafka unless it runs: formats the log directory if it is new, then starts
-    /// `kafka-server-start.sh` in a session of its own, its output appended to `broker.log`.
-    /// The launcher writes its own pid (`$$`) before it `exec`s the script, which `exec`s
-    /// the JVM: the pid in `kafka.pid` is the JVM's. Returns once the pid file is written.
+    /// `kafka-server-start.sh` (or `java`) in a session of its own, its output appended to
+    /// `broker.log`. The launcher writes its own pid (`$$`) before it `exec`s the script,
+    /// which `exec`s the JVM (or `exec`s `java`): the pid in `kafka.pid` is the JVM's.
+    /// Returns once the pid file is written, not when Kafka listens (the harness then waits
+    /// for that: [`crate::cluster::ssh::SshCluster::wait_kafka_listening`]).
     pub fn start(&self) -> String {
         let launch = format!(
-            "setsid sh -c 'echo $$ > \"$0\" && exec \"$@\"' {pidfile} env {env} {start} \
+            "setsid sh -c 'echo $$ > \"$0\" && exec \"$@\"' {pidfile} {start} \
              {props} >> broker.log 2>&1 < /dev/null &",
             pidfile = self.path("kafka.pid"),
-            env = self.env_words(),
-            start = self.bin("kafka-server-start.sh"),
+            start = self.launcher("kafka-server-start.sh", "kafka.Kafka"),
             props = quote(&self.properties_path())
         );
+        let log_config = match self.kafka.launch {
+            Launch::Scripts => String::new(),
+            Launch::Java => format!("{}; ", self.choose_log_config()),
+        };
         self.wrap(&format!(
             "if {running}; then exit 0; fi; \
              mkdir -p {data} {logs} && cd {dir} || exit 1; rm -f {pidfile}; \
              echo '=== tidewater: starting ===' >> broker.log; \
-             {format}; \
+             {log_config}{format}; \
              {launch} \
              i=0; until [ -s {pidfile} ]; do i=$((i+1)); [ $i -gt {PID_FILE_WAIT_TENTHS} ] && exit 1; \
              sleep 0.1; done",
@@ -226,6 +292,15 @@ impl<'a> KafkaScripts<'a> {
         ))
     }
 
+    /// Prints the last `lines` lines of `broker.log` (why a JVM did not come up; ask for more
+    /// than are shown, stack frames are left out of them).
+    pub fn log_tail(&self, lines: usize) -> String {
+        self.wrap(&format!(
+            "tail -n {lines} {} 2>/dev/null; true",
+            self.path("broker.log")
+        ))
+    }
+
     /// The files copied into `nodes/<node>/` and the scripts that print them: `broker.log`,
     /// the `server.properties` the node ran with, and Kafka's log4j files (rotated hours
     /// first, then the current one).
@@ -261,13 +336,29 @@ impl<'a> KafkaScripts<'a> {
     }
 
     /// The checks of this host's Kafka (run inside the preflight's privileged part): the
-    /// scripts of a KRaft-capable release, a Java runtime and `setsid`; one `problem: ...`
-    /// line each.
+    /// scripts of a KRaft-capable release (with `launch = "java"`, its `libs/`), a Java
+    /// runtime and `setsid`; one `problem: ...` line each.
     pub fn preflight_checks(&self) -> Vec<String> {
         let mut checks = vec![
             "command -v setsid >/dev/null 2>&1 || echo 'problem: setsid is missing'".to_string(),
         ];
-        for script in ["kafka-server-start.sh", "kafka-storage.sh"] {
+        let scripts: &[&str] = match self.kafka.launch {
+            Launch::Scripts => &["kafka-server-start.sh", "kafka-storage.sh"],
+            Launch::Java => {
+                let libs = format!("{}/libs", self.home);
+                checks.push(format!(
+                    "ls {l}/kafka_2.1*-*.jar >/dev/null 2>&1 || echo {msg}",
+                    l = quote(&libs),
+                    msg = quote(&format!(
+                        "problem: {libs} holds no kafka_2.1X-X.Y.Z.jar (with launch = \"java\", \
+                         kafka.home names a Kafka release's directory: what `tidewater kafka \
+                         fetch` gathers, or an unpacked tarball)"
+                    ))
+                ));
+                &[]
+            }
+        };
+        for script in scripts {
             let path = format!("{}/bin/{script}", self.home);
             checks.push(format!(
                 "test -x {p} || echo {msg}",
@@ -348,17 +439,120 @@ mod tests {
     }
 
     #[test]
+    fn java_launch_runs_kafkas_classes_from_libs_with_the_harness_jvm_options() {
+        let kafka = KafkaSpec {
+            launch: Launch::Java,
+            home: "/cache/kafka/4.1.1".into(),
+            java_home: Some("/usr/lib/jvm/java-17".into()),
+            ..KafkaSpec::default()
+        };
+        let start = scripts(&kafka, false).start();
+        let java = "/usr/lib/jvm/java-17/bin/java -Xms256m -Xmx512m -XX:+UseSerialGC \
+                    -XX:ActiveProcessorCount=1 -XX:TieredStopAtLevel=1 -XX:-UsePerfData \
+                    -Djava.awt.headless=true -Dkafka.logs.dir=/srv/tw/n1/logs ${log:+\"$log\"} \
+                    -cp '/cache/kafka/4.1.1/libs/*'";
+        let log = "log=; if [ -f /cache/kafka/4.1.1/config/tidewater-log4j2.properties ]; then \
+                   log=-Dlog4j2.configurationFile=/cache/kafka/4.1.1/config/tidewater-log4j2.properties; \
+                   elif [ -f /cache/kafka/4.1.1/config/log4j2.yaml ]; then \
+                   log=-Dlog4j2.configurationFile=/cache/kafka/4.1.1/config/log4j2.yaml; \
+                   elif [ -f /cache/kafka/4.1.1/config/log4j.properties ]; then \
+                   log=-Dlog4j.configuration=file:/cache/kafka/4.1.1/config/log4j.properties; fi";
+        let format = format!(
+            "if [ ! -f /srv/tw/n1/data/meta.properties ]; then {java} kafka.tools.StorageTool \
+             format -t VGlkZXdhdGVyS2Fma2EwMQ -c /srv/tw/n1/server.properties \
+             --ignore-formatted >> broker.log 2>&1 || {{ echo 'kafka-storage.sh format failed; \
+             see broker.log' >&2; exit 1; }}; fi"
+        );
+        let launch = format!(
+            "setsid sh -c 'echo $$ > \"$0\" && exec \"$@\"' /srv/tw/n1/kafka.pid {java} \
+             kafka.Kafka /srv/tw/n1/server.properties >> broker.log 2>&1 < /dev/null &"
+        );
+        assert!(
+            start.contains(&format!("{log}; {format}; {launch}")),
+            "{start}"
+        );
+        assert!(!start.contains("bin/kafka-"), "no scripts: {start}");
+        // Settings Kafka takes at format time go to the format, not to the JVM.
+        let features = ["eligible.leader.replicas.version=0".to_string()];
+        let start = scripts(&kafka, false)
+            .with_format_features(&features)
+            .start();
+        assert!(
+            start.contains(
+                "--ignore-formatted --feature eligible.leader.replicas.version=0 >> broker.log"
+            ),
+            "{start}"
+        );
+        assert_eq!(start.matches("--feature").count(), 1, "{start}");
+        // The cluster file's heap options follow the harness's, so they win.
+        let kafka = KafkaSpec {
+            heap_opts: Some("-Xms128m  -Xmx384m".into()),
+            ..kafka
+        };
+        let start = scripts(&kafka, false).start();
+        assert!(
+            start.contains("-Djava.awt.headless=true -Xms128m -Xmx384m -Dkafka.logs.dir="),
+            "{start}"
+        );
+        // The preflight looks for the release's core jar instead of its scripts.
+        let checks = scripts(&kafka, false).preflight_checks().join("; ");
+        assert!(
+            checks.contains("ls /cache/kafka/4.1.1/libs/kafka_2.1*-*.jar >/dev/null 2>&1 ||"),
+            "{checks}"
+        );
+        assert!(!checks.contains("kafka-server-start.sh"), "{checks}");
+        assert!(
+            checks.contains("test -x /usr/lib/jvm/java-17/bin/java"),
+            "{checks}"
+        );
+    }
+
+    #[test]
+    fn the_hosts_pick_the_logging_configuration_the_local_backend_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let kafka = KafkaSpec {
+            launch: Launch::Java,
+            home: dir.path().display().to_string(),
+            ..KafkaSpec::default()
+        };
+        let chosen = || {
+            let script = format!(
+                "{}; printf %s \"$log\"",
+                scripts(&kafka, false).choose_log_config()
+            );
+            let out = std::process::Command::new("sh")
+                .args(["-c", &script])
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let release = crate::kafka::Release {
+            version: "3.9.1".into(),
+            home: dir.path().to_path_buf(),
+        };
+        let local = || release.log_config().jvm_option().unwrap_or_default();
+        assert_eq!(chosen(), "", "no configuration");
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        // A 3.x tarball, then a fetched release (the harness's file wins).
+        for file in LOG_CONFIG_FILES.iter().rev() {
+            std::fs::write(dir.path().join(file), "").unwrap();
+            assert_eq!(chosen(), local(), "with {file}");
+        }
+        assert!(chosen().ends_with("tidewater-log4j2.properties"));
+    }
+
+    #[test]
     fn faults_signal_the_pid_whose_command_line_names_this_nodes_properties() {
         let kafka = KafkaSpec::default();
         let s = scripts(&kafka, false);
         let find = s.find_pid();
         assert_eq!(
             s.pause(),
-            format!("if {find}; then kill -STOP \"$pid\" 2>/dev/null; fi")
+            format!("if {find}; then kill -STOP -\"$pid\" 2>/dev/null; fi")
         );
         assert_eq!(
             s.resume(),
-            format!("if {find}; then kill -CONT \"$pid\" 2>/dev/null; fi")
+            format!("if {find}; then kill -CONT -\"$pid\" 2>/dev/null; fi")
         );
         assert_eq!(s.is_running(), find);
         let wait = |tenths: u64| {
@@ -366,7 +560,7 @@ mod tests {
                 "i=0; while {find}; do i=$((i+1)); [ $i -gt {tenths} ] && exit 1; sleep 0.1; done"
             )
         };
-        let signal = |sig: &str| format!("if {find}; then kill -{sig} \"$pid\" 2>/dev/null; fi");
+        let signal = |sig: &str| format!("if {find}; then kill -{sig} -\"$pid\" 2>/dev/null; fi");
         assert_eq!(s.kill(), format!("{}; {}", signal("KILL"), wait(50)));
         assert_eq!(
             s.stop(),

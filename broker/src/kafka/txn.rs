@@ -1,0 +1,157 @@
+//! The transaction APIs a transactional producer sends to its coordinator
+//! ([`crate::txn::TransactionCoordinator`]): AddPartitionsToTxn (v0–3, the client's form;
+//! v4+ is the brokers' verification of KIP-890, not served) and EndTxn (v0–4; v5 belongs to
+//! transaction version 2, which this broker does not finalize, so clients stay on version 1).
+//! InitProducerId with a transactional id is in [`super::producers`], FindCoordinator for
+//! transactions in [`super::groups`].
+
+use std::collections::BTreeSet;
+
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse,
+};
+use tidewater_kafka_model::ErrorCode;
+
+use super::{partition_index, reply, topic_text, ConnectionError, KafkaContext, Reply, Request};
+use crate::txn::state::{ProducerIdAndEpoch, TxnRefusal};
+
+/// PRODUCER_FENCED as a client of `version` understands it: Kafka answers
+/// INVALID_PRODUCER_EPOCH to the versions before KIP-588 (`KafkaApis`: AddPartitionsToTxn and
+/// EndTxn below v2, InitProducerId below v4).
+pub fn fenced_for(code: ErrorCode, version: i16, first_with_fenced: i16) -> i16 {
+    if code == ErrorCode::ProducerFenced && version < first_with_fenced {
+        ErrorCode::InvalidProducerEpoch.code()
+    } else {
+        code.code()
+    }
+}
+
+fn logged(api: &str, transactional_id: &str, refusal: &TxnRefusal) {
+    tracing::debug!(api, transactional_id, error = %refusal.code, message = %refusal.message, "transaction request refused");
+}
+
+/// AddPartitionsToTxn: every partition must exist (the unknown ones answer
+/// UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED, and none is added, as
+/// Kafka's `handleAddPartitionsToTxnRequest`); then the coordinator adds them all or none.
+pub async fn add_partitions_to_txn(
+    request: &mut Request,
+    context: &KafkaContext,
+) -> Result<Reply, ConnectionError> {
+    let version = request.version();
+    let body: AddPartitionsToTxnRequest = request.decode()?;
+    let transactional_id = body.v3_and_below_transactional_id.0.as_str().to_string();
+    let producer = ProducerIdAndEpoch {
+        producer_id: body.v3_and_below_producer_id.0,
+        producer_epoch: body.v3_and_below_producer_epoch,
+    };
+    let mut asked: Vec<(String, i32)> = Vec::new();
+    let mut unknown = BTreeSet::new();
+    let mut partitions = BTreeSet::new();
+    for topic in &body.v3_and_below_topics {
+        let name = topic_text(&topic.name);
+        let count = context.coordinator.partition_count(&name);
+        for &p in &topic.partitions {
+            asked.push((name.clone(), p));
+            match (partition_index(p), count) {
+                (Some(index), Some(count)) if index < count => {
+                    partitions.insert((name.clone(), index));
+                }
+                _ => {
+                    unknown.insert((name.clone(), p));
+                }
+            }
+        }
+    }
+    let outcome: Result<(), TxnRefusal> = if unknown.is_empty() {
+        context
+            .transactions
+            .add_partitions(&transactional_id, producer, &partitions)
+            .await
+    } else {
+        Ok(())
+    };
+    if let Err(refusal) = &outcome {
+        logged("AddPartitionsToTxn", &transactional_id, refusal);
+    }
+    let code_of = |tp: &(String, i32)| -> i16 {
+        if !unknown.is_empty() {
+            if unknown.contains(tp) {
+                ErrorCode::UnknownTopicOrPartition.code()
+            } else {
+                ErrorCode::OperationNotAttempted.code()
+            }
+        } else {
+            match &outcome {
+                Ok(()) => 0,
+                Err(refusal) => fenced_for(refusal.code, version, 2),
+            }
+        }
+    };
+    let mut topics: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
+    for tp in &asked {
+        let result = AddPartitionsToTxnPartitionResult::default()
+            .with_partition_index(tp.1)
+            .with_partition_error_code(code_of(tp));
+        match topics.last_mut() {
+            Some(last) if topic_text(&last.name) == tp.0 => last.results_by_partition.push(result),
+            _ => topics.push(
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(kafka_protocol::messages::TopicName(super::wire(
+                        tp.0.clone(),
+                    )))
+                    .with_results_by_partition(vec![result]),
+            ),
+        }
+    }
+    Ok(reply(
+        AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics),
+    ))
+}
+
+/// EndTxn: answered once the coordinator stored PrepareCommit or PrepareAbort.
+pub async fn end_txn(
+    request: &mut Request,
+    context: &KafkaContext,
+) -> Result<Reply, ConnectionError> {
+    let version = request.version();
+    let body: EndTxnRequest = request.decode()?;
+    let transactional_id = body.transactional_id.0.as_str().to_string();
+    let producer = ProducerIdAndEpoch {
+        producer_id: body.producer_id.0,
+        producer_epoch: body.producer_epoch,
+    };
+    let outcome = context
+        .transactions
+        .end_txn(&transactional_id, producer, body.committed)
+        .await;
+    let error_code = match &outcome {
+        Ok(()) => 0,
+        Err(refusal) => {
+            logged("EndTxn", &transactional_id, refusal);
+            fenced_for(refusal.code, version, 2)
+        }
+    };
+    Ok(reply(EndTxnResponse::default().with_error_code(error_code)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn older_clients_hear_invalid_producer_epoch_for_a_fencing() {
+        let fenced = ErrorCode::ProducerFenced;
+        assert_eq!(
+            fenced_for(fenced, 1, 2),
+            ErrorCode::InvalidProducerEpoch.code()
+        );
+        assert_eq!(fenced_for(fenced, 2, 2), ErrorCode::ProducerFenced.code());
+        assert_eq!(
+            fenced_for(ErrorCode::ConcurrentTransactions, 0, 2),
+            ErrorCode::ConcurrentTransactions.code()
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! Apache Kafka as the system under test: a local cluster with `--system kafka`, or hosts of a
+//! `kind = "kafka"` cluster file. It speaks nothing but Kafka's protocol, so the harness's own
+//! calls go through it too: CreateTopics and Metadata for setup, Metadata for the samples
+//! (Kafka has no `/v1/status`) and for the nemesis, ListOffsets for recovery.
+
+use super::{kafka_queue_client, System, Topic, PROBE_INTERVAL, SETUP_TIME_LIMIT};
+use crate::nemesis::view::METADATA_TIMEOUT;
+use crate::nemesis::{ClusterView, PartitionState};
+use crate::recorder::Recorder;
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tidewater_workloads::client::{ClientConfig, PartitionMeta};
+use tidewater_workloads::group::GroupSettings;
+use tidewater_workloads::kafka::KafkaQueueClient;
+use tidewater_workloads::kafka_admin::KafkaAdmin;
+use tidewater_workloads::kafka_group::KafkaGroupClient;
+use tidewater_workloads::replicas::PartitionReplicas;
+use tokio::time::Instant;
+
+/// Apache Kafka's brokers, reached over their Kafka listeners.
+pub struct ApacheKafka {
+    /// Broker node name -> its Kafka listener, as the cluster gives them.
+    brokers: BTreeMap<String, SocketAddr>,
+    /// The same listeners as `HOST:PORT`, in node order: every client bootstraps from them.
+    bootstrap: Vec<String>,
+    /// The harness's own calls: topic creation and the samples' Metadata.
+    admin: KafkaAdmin,
+    /// The client settings (bounds, retries); they name no nodes here.
+    client_config: ClientConfig,
+    /// The workload's client; recovery asks it too.
+    queue: Arc<KafkaQueueClient>,
+}
+
+impl ApacheKafka {
+    /// Kafka on the brokers at `brokers` (node name -> Kafka listener).
+    pub fn new(brokers: &BTreeMap<String, SocketAddr>) -> ApacheKafka {
+        let bootstrap: Vec<String> = brokers.values().map(|a| a.to_string()).collect();
+        let client_config = ClientConfig::new(BTreeMap::new());
+        ApacheKafka {
+            brokers: brokers.clone(),
+            admin: KafkaAdmin::new(
+                bootstrap.clone(),
+                Duration::from_millis(client_config.request_timeout_ms),
+            ),
+            // Only the companion broker can say when a log has settled (`/v1/status`).
+            queue: Arc::new(kafka_queue_client(bootstrap.clone(), &client_config, None)),
+            bootstrap,
+            client_config,
+        }
+    }
+}
+
+impl System for ApacheKafka {
+    type Queue = KafkaQueueClient;
+    type Group = KafkaGroupClient;
+
+    fn describe_nodes(&self) -> String {
+        // The brokers' Kafka listeners (the controller has none for clients).
+        self.brokers
+            .iter()
+            .map(|(name, address)| format!("{name}=kafka://{address}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    async fn setup_topic(&self, topic: &Topic) -> Result<(), String> {
+        setup_topic(&self.admin, topic).await
+    }
+
+    async fn sample(&self, clock: &Recorder) -> Vec<Value> {
+        // One broker answers for the cluster; an unanswered round is skipped.
+        match self.admin.metadata().await {
+            Ok(parts) => metadata_lines(clock.now_ns(), &parts),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn view(&self) -> Arc<dyn ClusterView> {
+        Arc::new(KafkaView::new(self.bootstrap.clone()))
+    }
+
+    async fn leaders_answer(&self, keys: &[String]) -> bool {
+        let answers = futures::future::join_all(keys.iter().map(|k| self.queue.earliest(k))).await;
+        answers.iter().all(Result::is_ok)
+    }
+
+    fn queue(&self) -> Arc<KafkaQueueClient> {
+        self.queue.clone()
+    }
+
+    fn group(&self, settings: &GroupSettings) -> KafkaGroupClient {
+        KafkaGroupClient::new(self.bootstrap.clone(), &self.client_config, settings)
+    }
+
+    async fn replica_logs(&self, _key: &str) -> Result<PartitionReplicas, String> {
+        // Kafka serves a follower's log only to a fetch with a replica id (the
+        // ReplicaVerificationTool's way) or from its segment files (DumpLogSegments on a
+        // stopped node); neither is built yet.
+        Err(
+            "reading Apache Kafka's replicas' own logs is not implemented yet (a Fetch with \
+             a replica id to each broker, or kafka.tools.DumpLogSegments on stopped nodes)"
+                .into(),
+        )
+    }
+}
+
+/// CreateTopics with the topic's configs, then Metadata until every partition has a leader,
+/// within [`SETUP_TIME_LIMIT`].
+async fn setup_topic(admin: &KafkaAdmin, topic: &Topic) -> Result<(), String> {
+    let deadline = Instant::now() + SETUP_TIME_LIMIT;
+    let keys = &topic.keys;
+    let mut created = false;
+    let mut last_error = String::new();
+    while Instant::now() < deadline {
+        if !created {
+            match admin
+                .create_topic(
+                    &topic.name,
+                    topic.partitions,
+                    topic.replication_factor,
+                    &topic.configs,
+                )
+                .await
+            {
+                Ok(()) => created = true,
+                Err(e) => last_error = format!("{}: {}", e.cause.name(), e.message),
+            }
+        }
+        if created {
+            match admin.metadata().await {
+                Ok(parts) => {
+                    let led = keys
+                        .iter()
+                        .filter(|k| parts.iter().any(|p| &p.key == *k && p.leader.is_some()))
+                        .count();
+                    if led == keys.len() {
+                        return Ok(());
+                    }
+                    last_error = format!("{led} of {} partitions have a leader", keys.len());
+                }
+                Err(e) => last_error = format!("metadata: {}", e.message),
+            }
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+    Err(format!("topic {}: {last_error}", topic.name))
+}
+
+/// The sample lines of one Metadata answer: per partition with a leader, a line in the
+/// leader's name, as if from that leader (`role` `leader`, its ISR and epoch), but without
+/// offsets, since Metadata carries none.
+pub fn metadata_lines(time_ns: u64, parts: &[PartitionMeta]) -> Vec<Value> {
+    parts
+        .iter()
+        .filter_map(|p| {
+            let leader = p.leader.as_ref()?;
+            Some(json!({
+                "time": time_ns,
+                "key": p.key,
+                "node": leader,
+                "role": "leader",
+                "isr": p.isr,
+                "leader": leader,
+                "leader_epoch": p.leader_epoch,
+                "high_watermark": null,
+                "log_end_offset": null,
+                "log_start_offset": null,
+            }))
+        })
+        .collect()
+}
+
+/// Metadata over Kafka's protocol, for clusters that speak nothing else (Apache Kafka): the
+/// brokers' metadata, asked in turn. Kafka's brokers answer from their metadata caches, so an
+/// isolated broker may report a leadership the quorum has already moved.
+pub struct KafkaView {
+    /// Metadata requests, each within [`METADATA_TIMEOUT`].
+    admin: KafkaAdmin,
+}
+
+impl KafkaView {
+    /// A view over the brokers' Kafka listeners, `HOST:PORT` each.
+    pub fn new(bootstrap: Vec<String>) -> KafkaView {
+        KafkaView {
+            admin: KafkaAdmin::new(bootstrap, METADATA_TIMEOUT),
+        }
+    }
+}
+
+impl ClusterView for KafkaView {
+    fn partition_state<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<PartitionState>> {
+        Box::pin(async move {
+            let p = self.admin.partition(key).await?;
+            Some(PartitionState {
+                leader: p.leader,
+                isr: p.isr,
+                replicas: p.replicas,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_metadata_becomes_leader_lines_without_offsets() {
+        let parts = vec![
+            PartitionMeta {
+                key: "t0/0".into(),
+                leader: Some("n2".into()),
+                leader_epoch: Some(4),
+                isr: vec!["n2".into(), "n3".into()],
+                replicas: vec!["n1".into(), "n2".into(), "n3".into()],
+            },
+            PartitionMeta {
+                key: "t0/1".into(),
+                leader: None,
+                leader_epoch: None,
+                isr: vec![],
+                replicas: vec!["n1".into()],
+            },
+        ];
+        let lines = metadata_lines(9, &parts);
+        assert_eq!(
+            lines,
+            [
+                json!({"time": 9, "key": "t0/0", "node": "n2", "role": "leader",
+                    "isr": ["n2", "n3"], "leader": "n2", "leader_epoch": 4,
+                    "high_watermark": null, "log_end_offset": null, "log_start_offset": null})
+            ]
+        );
+    }
+}

@@ -1,0 +1,222 @@
+//! The Java client's driver against a real Kafka (4.1.1: one KRaft controller and one broker
+//! on loopback 127.248.1.x, no root): the JSON-lines protocol and how the client's outcomes
+//! map to ok / fail / info. Each expectation is a specific answer, checked against what a
+//! second, read_uncommitted driver finds in the log.
+//!
+//! Skipped with a message when Java or Kafka is not available, unless
+//! `TIDEWATER_REQUIRE_KAFKA` is set.
+
+mod kafka_support;
+
+use kafka_support::{kafka_release, KafkaCluster};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tidewater::kafka::driver::Driver;
+use tidewater_workloads::client::{ErrorCause, Outcome};
+use tidewater_workloads::history::MicroOp;
+use tidewater_workloads::java::{
+    Answer, ClientConfigs, JavaClientSettings, JavaDriver, JavaQueueClient,
+};
+use tidewater_workloads::kafka_admin::KafkaAdmin;
+use tidewater_workloads::queue::QueueClient;
+use tidewater_workloads::txn::{TxnClient, TxnOutcome};
+
+async fn start(
+    driver: &Driver,
+    bootstrap: &str,
+    workload: &str,
+    dir: &std::path::Path,
+    name: &str,
+) -> JavaQueueClient {
+    let settings = JavaClientSettings {
+        bootstrap: vec![bootstrap.to_string()],
+        configs: ClientConfigs::for_run(workload, "all", true),
+    };
+    let log = dir.join(format!("{name}.log"));
+    let process = JavaDriver::start(&driver.argv(), &settings, &log)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {}", std::fs::read_to_string(&log).unwrap_or_default()));
+    JavaQueueClient::new(Arc::new(process), workload == "txn")
+}
+
+fn send(key: &str, value: i64) -> MicroOp {
+    MicroOp::Send {
+        key: key.into(),
+        offset: None,
+        value,
+    }
+}
+
+/// Every value `client` reads from `key`, from offset 0 until a poll brings nothing new.
+async fn read_all(client: &JavaQueueClient, key: &str) -> Vec<(u64, i64)> {
+    let mut out = Vec::new();
+    let mut position = 0;
+    for _ in 0..20 {
+        match client.fetch(key, position, 500).await {
+            Outcome::Ok(f) => {
+                out.extend(f.records);
+                if f.next_offset == position && f.high_watermark.is_some_and(|hw| hw <= position) {
+                    break;
+                }
+                position = f.next_offset;
+            }
+            other => panic!("poll of {key}: {other:?}"),
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_maps_the_java_clients_outcomes() {
+    let Some(release) = kafka_release("java_driver") else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let driver = Driver::prepare(&release, cache.path()).expect("the driver compiles");
+    let cluster = KafkaCluster::start(release, [248, 1], 1, &[]);
+    let bootstrap = cluster.brokers[0].clone();
+    let admin = KafkaAdmin::new(vec![bootstrap.clone()], Duration::from_secs(10));
+    admin
+        .create_topic("jd", 2, 1, &BTreeMap::new())
+        .await
+        .expect("topic jd");
+    let logs = tempfile::tempdir().unwrap();
+    let committed = start(&driver, &bootstrap, "txn", logs.path(), "committed").await;
+    let uncommitted = start(&driver, &bootstrap, "queue", logs.path(), "uncommitted").await;
+
+    // Plain sends: the offsets the client reported, in order.
+    for (i, v) in [10, 11].into_iter().enumerate() {
+        let sent = match committed.send("jd/0", v, "all").await {
+            Outcome::Ok(s) => s,
+            other => panic!("send {v}: {other:?}"),
+        };
+        assert_eq!(sent.offset, Some(i as u64));
+    }
+    // A partition the topic does not have: refused by the client before any request, so
+    // certainly not written (fail), under the client's exception name.
+    match committed.send("jd/9", 12, "all").await {
+        Outcome::Fail(e) => assert!(
+            matches!(&e.cause, ErrorCause::Broker { name, .. } if name.ends_with("Exception")),
+            "{e:?}"
+        ),
+        other => panic!("send to jd/9: {other:?}"),
+    }
+
+    // A committed transaction over two partitions with a poll: ok, each send's offset.
+    let positions = BTreeMap::from([("jd/0".to_string(), 0)]);
+    let micro = [
+        send("jd/0", 20),
+        MicroOp::Poll(BTreeMap::new()),
+        send("jd/1", 21),
+    ];
+    let ok = committed.txn("w0", &micro, &positions, false, 500).await;
+    let TxnOutcome::Committed {
+        micro: done,
+        positions: after,
+    } = ok
+    else {
+        panic!("txn: {ok:?}");
+    };
+    assert_eq!(done.len(), 3);
+    assert_eq!(
+        done[0],
+        MicroOp::Send {
+            key: "jd/0".into(),
+            offset: Some(2),
+            value: 20
+        }
+    );
+    assert_eq!(
+        done[2],
+        MicroOp::Send {
+            key: "jd/1".into(),
+            offset: Some(0),
+            value: 21
+        }
+    );
+    // The poll inside the transaction read the two plain sends (its own send is not yet
+    // committed), and moved the position past them.
+    assert_eq!(
+        done[1],
+        MicroOp::Poll(BTreeMap::from([("jd/0".into(), vec![(0, 10), (1, 11)])]))
+    );
+    assert_eq!(after["jd/0"], 2);
+
+    // A deliberate abort: fail, error "aborted"; the records reach the log (a
+    // read_uncommitted consumer sees them) but no read_committed consumer does.
+    let aborted = committed
+        .txn(
+            "w0",
+            &[send("jd/1", 30), send("jd/1", 31)],
+            &BTreeMap::new(),
+            true,
+            500,
+        )
+        .await;
+    assert_eq!(
+        aborted,
+        TxnOutcome::Aborted {
+            error: "aborted".into()
+        }
+    );
+    let seen_committed: Vec<i64> = read_all(&committed, "jd/1")
+        .await
+        .iter()
+        .map(|r| r.1)
+        .collect();
+    let seen_uncommitted: Vec<i64> = read_all(&uncommitted, "jd/1")
+        .await
+        .iter()
+        .map(|r| r.1)
+        .collect();
+    assert_eq!(seen_committed, vec![21]);
+    assert_eq!(seen_uncommitted, vec![21, 30, 31]);
+
+    // Fencing: another producer of the same transactional.id (another driver's w0) commits;
+    // the first one's next transaction is refused (fail: it never committed) and its value
+    // is never read; the one after that, with a fresh producer, commits again.
+    let zombie_killer = start(&driver, &bootstrap, "txn", logs.path(), "second").await;
+    let second = zombie_killer
+        .txn("w0", &[send("jd/0", 40)], &BTreeMap::new(), false, 500)
+        .await;
+    assert!(matches!(second, TxnOutcome::Committed { .. }), "{second:?}");
+    let fenced = committed
+        .txn("w0", &[send("jd/0", 41)], &BTreeMap::new(), false, 500)
+        .await;
+    let TxnOutcome::Aborted { error } = &fenced else {
+        panic!("a fenced producer's transaction: {fenced:?}");
+    };
+    eprintln!("fenced producer's error: {error}");
+    let again = committed
+        .txn("w0", &[send("jd/0", 42)], &BTreeMap::new(), false, 500)
+        .await;
+    assert!(matches!(again, TxnOutcome::Committed { .. }), "{again:?}");
+    let values: Vec<i64> = read_all(&committed, "jd/0")
+        .await
+        .iter()
+        .map(|r| r.1)
+        .collect();
+    assert_eq!(values, vec![10, 11, 20, 40, 42]);
+
+    // The protocol: an unknown op is a fail of the driver's own; a driver that is gone
+    // answers info (the request may have reached it).
+    let bad = committed.driver().call("w5", "frobnicate", json!({})).await;
+    assert!(
+        matches!(&bad, Answer::Fail { error, .. } if error == "BadRequest"),
+        "{bad:?}"
+    );
+    committed.driver().shutdown(Duration::from_secs(10)).await;
+    let gone = committed.driver().call("w0", "close", json!({})).await;
+    assert!(
+        matches!(&gone, Answer::Info { error, .. } if error == "driver-exited"),
+        "{gone:?}"
+    );
+    uncommitted.driver().shutdown(Duration::from_secs(10)).await;
+    zombie_killer
+        .driver()
+        .shutdown(Duration::from_secs(10))
+        .await;
+    drop(cluster);
+}

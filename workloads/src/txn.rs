@@ -1,0 +1,483 @@
+//! The transactional workload, as Jepsen's Kafka workload runs it: each worker is one
+//! transactional producer (its own `transactional.id`) with a `read_committed` consumer, and
+//! does, one at a time,
+//!
+//! - `txn`: 1 to [`TxnSettings::micro_ops_max`] micro-ops, sends of unique values to any of
+//!   the run's keys and polls of the consumer's assigned keys, committed as one; a share
+//!   ([`TxnSettings::abort_fraction`]) is aborted on purpose after its sends were
+//!   acknowledged, so aborted records really reach the logs;
+//! - `poll`: a poll of the assigned keys outside any transaction (the run's pollers);
+//! - `assign`: a fresh set of keys for the consumer.
+//!
+//! A committed transaction moves the consumer's positions to where its polls got; an aborted
+//! or unknown one leaves them where the transaction began (its reads are void). After an
+//! unknown (`info`) outcome the process retires: its client is closed, and the worker goes on
+//! as a new process whose producer, of the same `transactional.id`, fences the old one and
+//! makes the coordinator finish the old transaction (KIP-98's zombie fencing).
+//!
+//! The I/O is [`TxnClient`] (the Java client's driver implements it); the generator is pure.
+
+use crate::group::OpSink;
+use crate::history::{Key, MicroOp, Op, OpType, Val};
+use crate::queue::{Consumer, ValueSource};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A boxed future, so that [`TxnClient`] can be a trait object.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What became of a transaction, as the client reported it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TxnOutcome {
+    /// Committed: the micro-ops in completion form (offsets, records read) and the consumer's
+    /// positions after its polls.
+    Committed {
+        /// Completion forms, in invoke order.
+        micro: Vec<MicroOp>,
+        /// Next offset per assigned key.
+        positions: BTreeMap<Key, u64>,
+    },
+    /// Aborted, or certainly never committed (the client's exception, or `aborted`).
+    Aborted {
+        /// The error name.
+        error: String,
+    },
+    /// The commit was asked for and its outcome is unknown.
+    Unknown {
+        /// The error name.
+        error: String,
+    },
+}
+
+/// What a poll outside a transaction returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PollOutcome {
+    /// Records per key, the next positions, and the end offsets the fetches reported.
+    Ok {
+        /// Records read, per key.
+        records: BTreeMap<Key, Vec<(u64, Val)>>,
+        /// Next offset per key.
+        positions: BTreeMap<Key, u64>,
+    },
+    /// The poll failed (no effect).
+    Fail {
+        /// The error name.
+        error: String,
+    },
+}
+
+/// The transactional workload's I/O: one logical client per worker, named by the worker.
+pub trait TxnClient: Send + Sync + 'static {
+    /// Runs `micro` (invoke forms) as one transaction of `client`, its polls reading the keys
+    /// of `positions` from there; aborts at the end instead of committing when `abort`.
+    fn txn<'a>(
+        &'a self,
+        client: &'a str,
+        micro: &'a [MicroOp],
+        positions: &'a BTreeMap<Key, u64>,
+        abort: bool,
+        wait_ms: u64,
+    ) -> BoxFuture<'a, TxnOutcome>;
+
+    /// Polls the keys of `positions` from there, outside any transaction.
+    fn poll<'a>(
+        &'a self,
+        client: &'a str,
+        positions: &'a BTreeMap<Key, u64>,
+        wait_ms: u64,
+    ) -> BoxFuture<'a, PollOutcome>;
+
+    /// Closes `client`'s producer and consumer; its next use makes new ones.
+    fn close<'a>(&'a self, client: &'a str) -> BoxFuture<'a, ()>;
+}
+
+/// Settings of the transactional workload.
+#[derive(Debug, Clone)]
+pub struct TxnSettings {
+    /// Every key of the test.
+    pub keys: Vec<Key>,
+    /// Most micro-ops of one transaction (Jepsen's default is 4).
+    pub micro_ops_max: usize,
+    /// Share of transactions aborted on purpose.
+    pub abort_fraction: f64,
+    /// Share of ops that are polls outside a transaction.
+    pub poll_fraction: f64,
+    /// Share of a transaction's micro-ops that are polls.
+    pub poll_micro_fraction: f64,
+    /// Share of ops after which the consumer is assigned a fresh set of keys.
+    pub reassign_fraction: f64,
+    /// Bound on one poll's wait.
+    pub poll_max_wait_ms: u64,
+}
+
+impl TxnSettings {
+    /// Jepsen's shape: up to 4 micro-ops, a tenth aborted, a quarter of ops plain polls.
+    pub fn new(keys: Vec<Key>) -> TxnSettings {
+        TxnSettings {
+            keys,
+            micro_ops_max: 4,
+            abort_fraction: 0.1,
+            poll_fraction: 0.25,
+            poll_micro_fraction: 0.25,
+            reassign_fraction: 0.05,
+            poll_max_wait_ms: 100,
+        }
+    }
+}
+
+/// What a worker does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnIntent {
+    /// Assign these keys to the consumer.
+    Assign(Vec<Key>),
+    /// Poll the assigned keys outside a transaction.
+    Poll,
+    /// One transaction of these micro-ops (invoke forms), aborted at the end when `abort`.
+    Txn {
+        /// The micro-ops.
+        micro: Vec<MicroOp>,
+        /// Abort instead of committing.
+        abort: bool,
+    },
+}
+
+impl TxnIntent {
+    /// The history's `f`.
+    pub fn f(&self) -> &'static str {
+        match self {
+            TxnIntent::Assign(_) => "assign",
+            TxnIntent::Poll => "poll",
+            TxnIntent::Txn { .. } => "txn",
+        }
+    }
+
+    /// The history's invoke value.
+    pub fn invoke_value(&self) -> Value {
+        match self {
+            TxnIntent::Assign(keys) => json!(keys),
+            TxnIntent::Poll => json!([["poll"]]),
+            TxnIntent::Txn { micro, .. } => {
+                Value::Array(micro.iter().map(MicroOp::to_invoke_value).collect())
+            }
+        }
+    }
+}
+
+/// Chooses one worker's ops from the run's seed and the worker's number.
+pub struct TxnGenerator {
+    rng: StdRng,
+    settings: Arc<TxnSettings>,
+    values: ValueSource,
+}
+
+impl TxnGenerator {
+    /// The generator of worker `worker` of a run with `seed`.
+    pub fn new(
+        seed: u64,
+        worker: u64,
+        settings: Arc<TxnSettings>,
+        values: ValueSource,
+    ) -> TxnGenerator {
+        assert!(!settings.keys.is_empty(), "the txn workload needs keys");
+        assert!(settings.micro_ops_max >= 1, "a transaction has a micro-op");
+        // A constant of its own, so a txn worker's stream differs from a queue worker's.
+        let rng = StdRng::seed_from_u64(seed ^ worker.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        TxnGenerator {
+            rng,
+            settings,
+            values,
+        }
+    }
+
+    /// The next op for a consumer in state `consumer`.
+    pub fn next(&mut self, consumer: &Consumer) -> TxnIntent {
+        let s = self.settings.clone();
+        if consumer.assigned.is_empty() || self.rng.gen_bool(s.reassign_fraction) {
+            let n = self.rng.gen_range(1..=s.keys.len());
+            let mut keys: Vec<Key> = s.keys.choose_multiple(&mut self.rng, n).cloned().collect();
+            keys.sort();
+            return TxnIntent::Assign(keys);
+        }
+        if self.rng.gen_bool(s.poll_fraction) {
+            return TxnIntent::Poll;
+        }
+        let n = self.rng.gen_range(1..=s.micro_ops_max);
+        let micro = (0..n)
+            .map(|_| {
+                if self.rng.gen_bool(s.poll_micro_fraction) {
+                    MicroOp::Poll(BTreeMap::new())
+                } else {
+                    MicroOp::Send {
+                        key: s.keys.choose(&mut self.rng).expect("keys").clone(),
+                        offset: None,
+                        value: self.values.next(),
+                    }
+                }
+            })
+            .collect();
+        TxnIntent::Txn {
+            micro,
+            abort: self.rng.gen_bool(s.abort_fraction),
+        }
+    }
+}
+
+/// The positions of every assigned key (0 for a key not read yet).
+fn assigned_positions(consumer: &Consumer) -> BTreeMap<Key, u64> {
+    consumer
+        .assigned
+        .iter()
+        .map(|k| (k.clone(), consumer.positions.get(k).copied().unwrap_or(0)))
+        .collect()
+}
+
+/// The name of worker `worker`'s logical client (its `transactional.id` ends with it).
+pub fn client_name(worker: u64) -> String {
+    format!("w{worker}")
+}
+
+/// Runs `intent` for `consumer` of client `client`; returns the completion line's kind,
+/// value and error.
+pub async fn execute(
+    client: &dyn TxnClient,
+    name: &str,
+    settings: &TxnSettings,
+    consumer: &mut Consumer,
+    intent: &TxnIntent,
+) -> (OpType, Value, Option<String>) {
+    match intent {
+        TxnIntent::Assign(keys) => {
+            consumer.assign(keys.clone());
+            (OpType::Ok, json!(keys), None)
+        }
+        TxnIntent::Poll => {
+            let positions = assigned_positions(consumer);
+            match client
+                .poll(name, &positions, settings.poll_max_wait_ms)
+                .await
+            {
+                PollOutcome::Ok { records, positions } => {
+                    consumer.positions.extend(positions);
+                    (
+                        OpType::Ok,
+                        json!([MicroOp::Poll(records).to_completion_value()]),
+                        None,
+                    )
+                }
+                PollOutcome::Fail { error } => (OpType::Fail, json!([["poll"]]), Some(error)),
+            }
+        }
+        TxnIntent::Txn { micro, abort } => {
+            let positions = assigned_positions(consumer);
+            let outcome = client
+                .txn(name, micro, &positions, *abort, settings.poll_max_wait_ms)
+                .await;
+            match outcome {
+                TxnOutcome::Committed { micro, positions } => {
+                    consumer.positions.extend(positions);
+                    let value = micro.iter().map(MicroOp::to_completion_value).collect();
+                    (OpType::Ok, Value::Array(value), None)
+                }
+                TxnOutcome::Aborted { error } => (OpType::Fail, intent.invoke_value(), Some(error)),
+                TxnOutcome::Unknown { error } => (OpType::Info, intent.invoke_value(), Some(error)),
+            }
+        }
+    }
+}
+
+/// One worker of the transactional workload: ops until `stop` is set, each recorded as an
+/// invoke and its completion through `sink`. Returns the number of ops.
+pub async fn txn_worker<S: OpSink>(
+    client: Arc<dyn TxnClient>,
+    settings: Arc<TxnSettings>,
+    sink: Arc<S>,
+    seed: u64,
+    worker: u64,
+    values: ValueSource,
+    stop: Arc<AtomicBool>,
+) -> u64 {
+    let mut generator = TxnGenerator::new(seed, worker, settings.clone(), values);
+    let name = client_name(worker);
+    let mut process = sink.new_process();
+    let mut consumer = Consumer::default();
+    let mut ops = 0;
+    while !stop.load(Ordering::Relaxed) {
+        tokio::task::yield_now().await;
+        sink.pace().await;
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let intent = generator.next(&consumer);
+        let f = intent.f();
+        sink.record(Op::client(
+            process,
+            OpType::Invoke,
+            f,
+            intent.invoke_value(),
+        ));
+        let (kind, value, error) =
+            execute(&*client, &name, &settings, &mut consumer, &intent).await;
+        sink.record(Op {
+            error,
+            ..Op::client(process, kind, f, value)
+        });
+        ops += 1;
+        if kind == OpType::Info {
+            client.close(&name).await;
+            process = sink.new_process();
+            consumer = Consumer::default();
+        }
+    }
+    ops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    fn settings() -> Arc<TxnSettings> {
+        Arc::new(TxnSettings::new(vec!["t0/0".into(), "t0/1".into()]))
+    }
+
+    #[test]
+    fn transactions_have_one_to_max_micro_ops_some_aborted_and_unique_values() {
+        let values = ValueSource::default();
+        let mut g = TxnGenerator::new(3, 0, settings(), values.clone());
+        let mut consumer = Consumer::default();
+        consumer.assign(vec!["t0/0".into()]);
+        let (mut txns, mut aborts, mut polls) = (0, 0, 0);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..2_000 {
+            match g.next(&consumer) {
+                TxnIntent::Txn { micro, abort } => {
+                    assert!((1..=4).contains(&micro.len()));
+                    txns += 1;
+                    aborts += usize::from(abort);
+                    for m in micro {
+                        if let MicroOp::Send { value, .. } = m {
+                            assert!(seen.insert(value), "value {value} twice");
+                        }
+                    }
+                }
+                TxnIntent::Poll => polls += 1,
+                TxnIntent::Assign(keys) => assert!(!keys.is_empty()),
+            }
+        }
+        assert!(txns > 1_000 && polls > 300, "txns {txns} polls {polls}");
+        assert!(aborts > txns / 20 && aborts < txns / 5, "aborts {aborts}");
+    }
+
+    /// Commits every transaction whose first micro-op sends to `t0/0`, aborts the others; the
+    /// third transaction ends unknown.
+    #[derive(Default)]
+    struct Scripted {
+        txns: Mutex<u64>,
+        closed: Mutex<Vec<String>>,
+    }
+
+    impl TxnClient for Scripted {
+        fn txn<'a>(
+            &'a self,
+            _client: &'a str,
+            micro: &'a [MicroOp],
+            positions: &'a BTreeMap<Key, u64>,
+            abort: bool,
+            _wait_ms: u64,
+        ) -> BoxFuture<'a, TxnOutcome> {
+            Box::pin(async move {
+                let n = {
+                    let mut t = self.txns.lock().unwrap();
+                    *t += 1;
+                    *t
+                };
+                if n == 3 {
+                    return TxnOutcome::Unknown {
+                        error: "TimeoutException".into(),
+                    };
+                }
+                if abort {
+                    return TxnOutcome::Aborted {
+                        error: "aborted".into(),
+                    };
+                }
+                let micro = micro
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| match m {
+                        MicroOp::Send { key, value, .. } => MicroOp::Send {
+                            key: key.clone(),
+                            offset: Some(i as u64),
+                            value: *value,
+                        },
+                        MicroOp::Poll(_) => MicroOp::Poll(BTreeMap::new()),
+                    })
+                    .collect();
+                let positions = positions.keys().map(|k| (k.clone(), 7)).collect();
+                TxnOutcome::Committed { micro, positions }
+            })
+        }
+
+        fn poll<'a>(
+            &'a self,
+            _client: &'a str,
+            positions: &'a BTreeMap<Key, u64>,
+            _wait_ms: u64,
+        ) -> BoxFuture<'a, PollOutcome> {
+            Box::pin(async move {
+                PollOutcome::Ok {
+                    records: positions.keys().map(|k| (k.clone(), vec![])).collect(),
+                    positions: positions.clone(),
+                }
+            })
+        }
+
+        fn close<'a>(&'a self, client: &'a str) -> BoxFuture<'a, ()> {
+            Box::pin(async move { self.closed.lock().unwrap().push(client.to_string()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn outcomes_become_ok_fail_info_and_only_commits_move_positions() {
+        let client = Scripted::default();
+        let s = settings();
+        let mut consumer = Consumer::default();
+        consumer.assign(vec!["t0/1".into()]);
+        let send = |v| MicroOp::Send {
+            key: "t0/0".into(),
+            offset: None,
+            value: v,
+        };
+        let commit = TxnIntent::Txn {
+            micro: vec![send(1), MicroOp::Poll(BTreeMap::new())],
+            abort: false,
+        };
+        let (kind, value, error) = execute(&client, "w0", &s, &mut consumer, &commit).await;
+        assert_eq!((kind, error), (OpType::Ok, None));
+        assert_eq!(value, json!([["send", "t0/0", [0, 1]], ["poll", {}]]));
+        assert_eq!(consumer.positions["t0/1"], 7);
+
+        consumer.positions.insert("t0/1".into(), 2);
+        let abort = TxnIntent::Txn {
+            micro: vec![send(2)],
+            abort: true,
+        };
+        let (kind, value, error) = execute(&client, "w0", &s, &mut consumer, &abort).await;
+        assert_eq!(kind, OpType::Fail);
+        assert_eq!(error.as_deref(), Some("aborted"));
+        assert_eq!(value, json!([["send", "t0/0", 2]]));
+        assert_eq!(consumer.positions["t0/1"], 2, "an abort leaves positions");
+
+        let (kind, _, error) = execute(&client, "w0", &s, &mut consumer, &commit).await;
+        assert_eq!(kind, OpType::Info);
+        assert_eq!(error.as_deref(), Some("TimeoutException"));
+        assert_eq!(consumer.positions["t0/1"], 2);
+    }
+}
