@@ -130,6 +130,18 @@ impl KafkaCluster {
                 .write_properties(node, &nodes, &node_dir(node))
                 .unwrap();
         }
+        // A listener already answering is another cluster on the same loopback net (another
+        // test, or a run by hand): this one would pass for up at once and share its state.
+        for node in nodes.iter().filter(|n| n.role == Role::Broker) {
+            let listener = program.listener(node).to_string();
+            if let Ok(addr) = listener.parse::<std::net::SocketAddr>() {
+                assert!(
+                    TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err(),
+                    "{listener} already answers: another cluster uses 127.{a}.{b}.0/24 \
+                     (each test has its own)"
+                );
+            }
+        }
         // Every node's format at once, as the harness formats them at setup.
         let mut formats: Vec<(&NodeInfo, Child)> = nodes
             .iter()
