@@ -32,11 +32,13 @@ pub enum Bug {
     TxnLsoIgnoresOpen,
     /// A transactional produce of a fenced (older) producer epoch is appended.
     TxnStaleEpochAccepted,
+    /// A new leader forgets the sequence numbers of idle producers: retries append again.
+    IdempotenceDedupeForgotten,
 }
 
 impl Bug {
     /// Every deliberate bug, in the order of the detection table.
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 12] = [
         Bug::AckBeforeReplication,
         Bug::HwMaxOfIsr,
         Bug::KeepDivergentSuffix,
@@ -48,6 +50,7 @@ impl Bug {
         Bug::TxnAbortMarkerSkipped,
         Bug::TxnLsoIgnoresOpen,
         Bug::TxnStaleEpochAccepted,
+        Bug::IdempotenceDedupeForgotten,
     ];
 
     /// The broker setting that switches it on.
@@ -64,6 +67,7 @@ impl Bug {
             Bug::TxnAbortMarkerSkipped => "tidewater.bug.txn.abort.marker.skipped.enable",
             Bug::TxnLsoIgnoresOpen => "tidewater.bug.txn.lso.ignores.open.enable",
             Bug::TxnStaleEpochAccepted => "tidewater.bug.txn.stale.epoch.accepted.enable",
+            Bug::IdempotenceDedupeForgotten => "tidewater.bug.idempotence.dedupe.forgotten.enable",
         }
     }
 
@@ -88,6 +92,7 @@ impl Bug {
             Bug::TxnAbortMarkerSkipped => "The transaction coordinator counts the abort marker of a transaction's first partition as written without writing it. Models the lost-marker class (KAFKA-12671, a hanging transaction after a marker was not written; the markers KIP-890 hardens): on that partition the aborted records stay part of an open transaction, which the producer's next commit marker then commits, so read_committed consumers read aborted writes (G1a).",
             Bug::TxnLsoIgnoresOpen => "The last stable offset is the high watermark: an open transaction does not hold it. Models a partition leader that forgets a producer's ongoing transaction when it computes the LSO (the LSO bugs around producer-state loading, e.g. KAFKA-9144's stale first offsets): read_committed consumers read records of transactions that are not decided yet and may still abort.",
             Bug::TxnStaleEpochAccepted => "A transactional produce carrying a producer epoch older than the producer's current one is appended instead of refused with INVALID_PRODUCER_EPOCH. Models a zombie producer that fencing does not stop (the class KIP-98's epochs and KIP-588 exist for): a producer fenced by a newer instance of its transactional id still writes into the partition.",
+            Bug::IdempotenceDedupeForgotten => "A replica that becomes leader drops the state of every producer without an open transaction (its last batches' sequence numbers), so it takes the producer for a new one and accepts any sequence. Models producer state lost or not rebuilt on a leader change (the producer-state snapshot and loading bugs, e.g. KAFKA-5793 and KAFKA-8710, and sequence dedupe forgotten after a failover): an idempotent producer's retry of a batch the old leader appended and replicated, but did not answer, is appended a second time, a duplicate enable.idempotence=true promises away.",
         }
     }
 

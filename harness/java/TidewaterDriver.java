@@ -93,19 +93,25 @@ public final class TidewaterDriver {
          *  transaction, as KIP-98 says). A failed initialisation leaves none. */
         KafkaProducer<String, String> txnProducer() {
             if (txnProducer == null) {
-                Properties p = properties(producerConfigs, name);
-                p.put("transactional.id", transactionalIdPrefix + name);
-                p.put("enable.idempotence", "true");
-                KafkaProducer<String, String> made = new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
-                try {
-                    made.initTransactions();
-                } catch (RuntimeException e) {
-                    made.close(Duration.ZERO);
-                    throw e;
-                }
-                txnProducer = made;
+                txnProducer = initialisedTxnProducer();
             }
             return txnProducer;
+        }
+
+        /** A new transactional producer of this client's transactional.id, initialised: it
+         *  fences any other producer of the id. */
+        KafkaProducer<String, String> initialisedTxnProducer() {
+            Properties p = properties(producerConfigs, name);
+            p.put("transactional.id", transactionalIdPrefix + name);
+            p.put("enable.idempotence", "true");
+            KafkaProducer<String, String> made = new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
+            try {
+                made.initTransactions();
+            } catch (RuntimeException e) {
+                made.close(Duration.ZERO);
+                throw e;
+            }
+            return made;
         }
 
         KafkaConsumer<String, String> consumer() {
@@ -378,10 +384,13 @@ public final class TidewaterDriver {
         return out;
     }
 
-    /** {"op":"txn","micro":[["send","t0/0",41],["poll"]],"positions":{...},"wait_ms":100,"abort":false}:
-     *  one transaction. Answers ok (committed) with the micro-ops completed, fail (aborted, or
-     *  never committed: this producer sent no EndTxn(COMMIT)) with the error, or info (the
-     *  commit was sent and its outcome is unknown). */
+    /** {"op":"txn","micro":[["send","t0/0",41],["poll"]],"positions":{...},"wait_ms":100,"end":"commit"}:
+     *  one transaction, ended by "end": "commit", "abort", or "zombie" (after the first
+     *  micro-op a successor producer of the same transactional.id is initialised, and this
+     *  one goes on with the rest and asks to commit). Answers ok (committed) with the
+     *  micro-ops completed, fail (aborted, or never committed: this producer sent no
+     *  EndTxn(COMMIT), or its successor's initialisation aborted it) with the error, or info
+     *  (the commit was sent and its outcome is unknown). */
     private ObjectNode txn(Client client, JsonNode request) {
         KafkaProducer<String, String> producer;
         try {
@@ -394,12 +403,19 @@ public final class TidewaterDriver {
         ObjectNode positions = ((ObjectNode) request.path("positions")).deepCopy();
         long waitMs = request.path("wait_ms").asLong(100);
         ArrayNode micro = (ArrayNode) request.path("micro");
+        String end = request.path("end").asText("commit");
         ArrayNode done = JSON.createArrayNode();
         List<Future<RecordMetadata>> sends = new ArrayList<>();
         List<ArrayNode> sendSlots = new ArrayList<>();
         Throwable error = null;
+        // Set once a successor fenced this producer: from then on `producer` is a zombie.
+        boolean fenced = false;
         try {
-            for (JsonNode m : micro) {
+            for (int j = 0; j < micro.size(); j++) {
+                JsonNode m = micro.get(j);
+                if (j == 1 && end.equals("zombie")) {
+                    fenced = fenceBySuccessor(client, producer);
+                }
                 String f = m.path(0).asText();
                 if (f.equals("send")) {
                     ArrayNode slot = done.addArray().add("send").add(m.path(1).asText());
@@ -423,7 +439,10 @@ public final class TidewaterDriver {
         } catch (InterruptedException | ExecutionException | RuntimeException e) {
             error = e;
         }
-        if (error != null || request.path("abort").asBoolean(false)) {
+        if (fenced) {
+            return zombieEnd(producer, error, done, positions);
+        }
+        if (error != null || end.equals("abort")) {
             return abort(client, producer, error);
         }
         try {
@@ -437,6 +456,48 @@ public final class TidewaterDriver {
         ObjectNode out = JSON.createObjectNode().put("type", "ok");
         out.set("micro", done);
         out.set("positions", positions);
+        return out;
+    }
+
+    /** Initialises a successor of `producer` (the same transactional.id), which becomes the
+     *  client's transactional producer, after the first micro-op's send reached its
+     *  partition. True when the successor's initTransactions returned: KIP-98's coordinator
+     *  has then bumped the epoch and aborted `producer`'s transaction. False when it failed
+     *  (the successor is closed and `producer` goes on as the client's producer). */
+    private static boolean fenceBySuccessor(Client client, KafkaProducer<String, String> producer) {
+        producer.flush();
+        try {
+            client.txnProducer = client.initialisedTxnProducer();
+            return true;
+        } catch (RuntimeException e) {
+            System.err.println("tidewater driver: " + client.name + ": successor not initialised: " + name(e) + ": " + e.getMessage());
+            return false;
+        }
+    }
+
+    /** The end of a zombie's transaction: what its commit answers, after the rest of its
+     *  micro-ops (`error` if one failed). Its successor's initialisation aborted the
+     *  transaction, so a refused commit is a certain fail; a commit the brokers accept is
+     *  answered ok, as the client was told. The zombie is closed either way. */
+    private static ObjectNode zombieEnd(KafkaProducer<String, String> zombie, Throwable error, ArrayNode done, ObjectNode positions) {
+        ObjectNode out;
+        if (error != null) {
+            out = failure(0, "fail", "FencedBySuccessor", "after the fence: " + name(error) + ": " + unwrap(error).getMessage());
+        } else {
+            try {
+                zombie.commitTransaction();
+                out = JSON.createObjectNode().put("type", "ok");
+                out.set("micro", done);
+                out.set("positions", positions);
+            } catch (RuntimeException e) {
+                out = failure(0, "fail", "FencedBySuccessor", "commitTransaction: " + name(e) + ": " + e.getMessage());
+            }
+        }
+        try {
+            zombie.close(Duration.ZERO);
+        } catch (RuntimeException ignored) {
+            // A fenced producer may throw on close; it is gone either way.
+        }
         return out;
     }
 

@@ -51,6 +51,8 @@ pub const TXN_BUGS: [&str; 3] = [
     "txn.lso.ignores.open",
     "txn.stale.epoch.accepted",
 ];
+/// The deliberate bugs of idempotent producers, the default rows of `--idempotence`.
+pub const IDEMPOTENCE_BUGS: [&str; 1] = ["idempotence.dedupe.forgotten"];
 /// Runs per benchmark at most (each costs a full run of about a minute and a half).
 pub const RUNS_MAX: usize = 2000;
 
@@ -747,6 +749,11 @@ pub struct DetectArgs {
     /// Java client; `--bugs all` then means the transactional bugs).
     #[arg(long, value_name = "NAME", default_value = "queue", value_parser = ["queue", "txn"])]
     pub workload: String,
+    /// The queue workload with idempotent producers (enable.idempotence=true over Kafka's
+    /// Java client, where a duplicate is a violation); `--bugs all` then means the
+    /// idempotence bugs.
+    #[arg(long)]
+    pub idempotence: bool,
     /// Runs at once. With more than 1, each run is a `tidewater run` process of its own on a
     /// /24 of its own: --subnet (default 10.77.0.0/24) with its third number raised by the
     /// worker's number, so 10.77.0.0/24, 10.77.1.0/24, ...
@@ -938,7 +945,8 @@ fn outcome_of_run(code: i32, dir: Option<crate::store::RunDir>, wall_s: f64) -> 
 }
 
 /// The run every cell starts from: `tidewater run`'s default, with the workload (and for
-/// `txn` the Java client of transactional producers) and the tuning flags given.
+/// `txn` the Java client of transactional producers, for `--idempotence` the Java client of
+/// idempotent ones) and the tuning flags given.
 fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
     let mut base = default_config("detect");
     if args.workload == "txn" {
@@ -946,6 +954,11 @@ fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
         base.client = "java".into();
         base.java_client = Some(tidewater_workloads::java::ClientConfigs::for_run(
             "txn", "all", false,
+        ));
+    } else if args.idempotence {
+        base.client = "java".into();
+        base.java_client = Some(tidewater_workloads::java::ClientConfigs::for_run(
+            "queue", "all", true,
         ));
     }
     if let Some(n) = args.concurrency {
@@ -960,9 +973,16 @@ fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
     base
 }
 
-/// The bugs `--bugs all` means for the workload: the transactional ones for `txn`.
-fn default_bugs(workload: &str) -> Vec<String> {
-    let names: &[&str] = if workload == "txn" { &TXN_BUGS } else { &BUGS };
+/// The bugs `--bugs all` means for the workload: the transactional ones for `txn`, the
+/// idempotence ones for the queue workload with `--idempotence`.
+fn default_bugs(args: &DetectArgs) -> Vec<String> {
+    let names: &[&str] = if args.workload == "txn" {
+        &TXN_BUGS
+    } else if args.idempotence {
+        &IDEMPOTENCE_BUGS
+    } else {
+        &BUGS
+    };
     names.iter().map(|b| b.to_string()).collect()
 }
 
@@ -971,7 +991,7 @@ pub(crate) fn detect_command(args: &DetectArgs) -> i32 {
         eprintln!("tidewater: detect: {e}");
         return EXIT_SETUP;
     }
-    let all_bugs = default_bugs(&args.workload);
+    let all_bugs = default_bugs(args);
     let bugs = name_list(&args.bugs, &all_bugs);
     let plans = name_list(&args.plans, &shipped_plans());
     let mut table =
@@ -1106,7 +1126,7 @@ mod tests {
             detect: DetectArgs,
         }
         let txn = Cli::parse_from(["detect", "--workload", "txn", "--rate", "50"]).detect;
-        assert_eq!(default_bugs(&txn.workload), TXN_BUGS);
+        assert_eq!(default_bugs(&txn), TXN_BUGS);
         let base = base_config(&txn);
         assert_eq!(
             (base.workload.as_str(), base.client.as_str()),
@@ -1117,8 +1137,18 @@ mod tests {
         let configs = base.java_client_configs().unwrap();
         assert_eq!(configs.merged()["isolation.level"], "read_committed");
         let queue = Cli::parse_from(["detect"]).detect;
-        assert_eq!(default_bugs(&queue.workload), BUGS);
+        assert_eq!(default_bugs(&queue), BUGS);
         assert_eq!(base_config(&queue).client, "http");
+        let idempotent = Cli::parse_from(["detect", "--idempotence"]).detect;
+        assert_eq!(default_bugs(&idempotent), IDEMPOTENCE_BUGS);
+        let base = base_config(&idempotent);
+        assert_eq!(
+            (base.workload.as_str(), base.client.as_str()),
+            ("queue", "java")
+        );
+        base.validate().unwrap();
+        let configs = base.java_client_configs().unwrap();
+        assert_eq!(configs.merged()["enable.idempotence"], "true");
         assert!(Cli::try_parse_from(["detect", "--workload", "group"]).is_err());
     }
 

@@ -21,7 +21,7 @@ use tidewater_workloads::java::{
 };
 use tidewater_workloads::kafka_admin::KafkaAdmin;
 use tidewater_workloads::queue::QueueClient;
-use tidewater_workloads::txn::{TxnClient, TxnOutcome};
+use tidewater_workloads::txn::{Ending, TxnClient, TxnOutcome};
 
 async fn start(
     driver: &Driver,
@@ -111,7 +111,9 @@ async fn the_driver_maps_the_java_clients_outcomes() {
         MicroOp::Poll(BTreeMap::new()),
         send("jd/1", 21),
     ];
-    let ok = committed.txn("w0", &micro, &positions, false, 500).await;
+    let ok = committed
+        .txn("w0", &micro, &positions, Ending::Commit, 500)
+        .await;
     let TxnOutcome::Committed {
         micro: done,
         positions: after,
@@ -151,7 +153,7 @@ async fn the_driver_maps_the_java_clients_outcomes() {
             "w0",
             &[send("jd/1", 30), send("jd/1", 31)],
             &BTreeMap::new(),
-            true,
+            Ending::Abort,
             500,
         )
         .await;
@@ -179,18 +181,36 @@ async fn the_driver_maps_the_java_clients_outcomes() {
     // is never read; the one after that, with a fresh producer, commits again.
     let zombie_killer = start(&driver, &bootstrap, "txn", logs.path(), "second").await;
     let second = zombie_killer
-        .txn("w0", &[send("jd/0", 40)], &BTreeMap::new(), false, 500)
+        .txn(
+            "w0",
+            &[send("jd/0", 40)],
+            &BTreeMap::new(),
+            Ending::Commit,
+            500,
+        )
         .await;
     assert!(matches!(second, TxnOutcome::Committed { .. }), "{second:?}");
     let fenced = committed
-        .txn("w0", &[send("jd/0", 41)], &BTreeMap::new(), false, 500)
+        .txn(
+            "w0",
+            &[send("jd/0", 41)],
+            &BTreeMap::new(),
+            Ending::Commit,
+            500,
+        )
         .await;
     let TxnOutcome::Aborted { error } = &fenced else {
         panic!("a fenced producer's transaction: {fenced:?}");
     };
     eprintln!("fenced producer's error: {error}");
     let again = committed
-        .txn("w0", &[send("jd/0", 42)], &BTreeMap::new(), false, 500)
+        .txn(
+            "w0",
+            &[send("jd/0", 42)],
+            &BTreeMap::new(),
+            Ending::Commit,
+            500,
+        )
         .await;
     assert!(matches!(again, TxnOutcome::Committed { .. }), "{again:?}");
     let values: Vec<i64> = read_all(&committed, "jd/0")
@@ -199,6 +219,45 @@ async fn the_driver_maps_the_java_clients_outcomes() {
         .map(|r| r.1)
         .collect();
     assert_eq!(values, vec![10, 11, 20, 40, 42]);
+
+    // A zombie: after its first send a successor of the same transactional.id is initialised;
+    // the old producer's second send (to the partition it already added) and its commit are
+    // refused, so the transaction is a certain fail and none of its values is ever read. The
+    // successor is w0's producer from then on and commits.
+    let zombie = committed
+        .txn(
+            "w0",
+            &[send("jd/1", 50), send("jd/1", 51)],
+            &BTreeMap::new(),
+            Ending::Zombie,
+            500,
+        )
+        .await;
+    assert_eq!(
+        zombie,
+        TxnOutcome::Aborted {
+            error: "FencedBySuccessor".into()
+        }
+    );
+    let successor = committed
+        .txn(
+            "w0",
+            &[send("jd/1", 52)],
+            &BTreeMap::new(),
+            Ending::Commit,
+            500,
+        )
+        .await;
+    assert!(
+        matches!(successor, TxnOutcome::Committed { .. }),
+        "{successor:?}"
+    );
+    let values: Vec<i64> = read_all(&committed, "jd/1")
+        .await
+        .iter()
+        .map(|r| r.1)
+        .collect();
+    assert_eq!(values, vec![21, 52]);
 
     // The protocol: an unknown op is a fail of the driver's own; a driver that is gone
     // answers info (the request may have reached it).

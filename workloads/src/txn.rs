@@ -5,7 +5,11 @@
 //! - `txn`: 1 to [`TxnSettings::micro_ops_max`] micro-ops, sends of unique values to any of
 //!   the run's keys and polls of the consumer's assigned keys, committed as one; a share
 //!   ([`TxnSettings::abort_fraction`]) is aborted on purpose after its sends were
-//!   acknowledged, so aborted records really reach the logs;
+//!   acknowledged, so aborted records really reach the logs; another share
+//!   ([`TxnSettings::zombie_fraction`]) is a zombie's ([`Ending::Zombie`]): after its first
+//!   send a successor producer of the same `transactional.id` is initialised, which fences
+//!   it, and the fenced producer goes on sending to the partition it already added and asks
+//!   to commit, as a paused instance of an application does when it wakes up;
 //! - `poll`: a poll of the assigned keys outside any transaction (the run's pollers);
 //! - `assign`: a fresh set of keys for the consumer.
 //!
@@ -73,16 +77,43 @@ pub enum PollOutcome {
     },
 }
 
+/// How a transaction ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Committed (EndTxn COMMIT).
+    Commit,
+    /// Aborted on purpose after its sends were acknowledged.
+    Abort,
+    /// After its first micro-op (a send, and the next is a send to the same key) a new
+    /// producer of the same `transactional.id` is initialised: KIP-98 says the coordinator
+    /// bumps the epoch and aborts this transaction before that initialisation completes. The
+    /// old producer, now a zombie, goes on with the rest and asks to commit; nothing of it may
+    /// become visible. The successor is the client's producer from then on. When the
+    /// successor's initialisation fails the transaction goes on as a plain commit.
+    Zombie,
+}
+
+impl Ending {
+    /// The name the driver protocol uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ending::Commit => "commit",
+            Ending::Abort => "abort",
+            Ending::Zombie => "zombie",
+        }
+    }
+}
+
 /// The transactional workload's I/O: one logical client per worker, named by the worker.
 pub trait TxnClient: Send + Sync + 'static {
     /// Runs `micro` (invoke forms) as one transaction of `client`, its polls reading the keys
-    /// of `positions` from there; aborts at the end instead of committing when `abort`.
+    /// of `positions` from there, ended as `ending` says.
     fn txn<'a>(
         &'a self,
         client: &'a str,
         micro: &'a [MicroOp],
         positions: &'a BTreeMap<Key, u64>,
-        abort: bool,
+        ending: Ending,
         wait_ms: u64,
     ) -> BoxFuture<'a, TxnOutcome>;
 
@@ -107,6 +138,8 @@ pub struct TxnSettings {
     pub micro_ops_max: usize,
     /// Share of transactions aborted on purpose.
     pub abort_fraction: f64,
+    /// Share of transactions fenced midway by a successor producer ([`Ending::Zombie`]).
+    pub zombie_fraction: f64,
     /// Share of ops that are polls outside a transaction.
     pub poll_fraction: f64,
     /// Share of a transaction's micro-ops that are polls.
@@ -118,12 +151,14 @@ pub struct TxnSettings {
 }
 
 impl TxnSettings {
-    /// Jepsen's shape: up to 4 micro-ops, a tenth aborted, a quarter of ops plain polls.
+    /// Jepsen's shape: up to 4 micro-ops, a tenth aborted, a quarter of ops plain polls; and
+    /// one transaction in twenty a zombie's.
     pub fn new(keys: Vec<Key>) -> TxnSettings {
         TxnSettings {
             keys,
             micro_ops_max: 4,
             abort_fraction: 0.1,
+            zombie_fraction: 0.05,
             poll_fraction: 0.25,
             poll_micro_fraction: 0.25,
             reassign_fraction: 0.05,
@@ -139,12 +174,12 @@ pub enum TxnIntent {
     Assign(Vec<Key>),
     /// Poll the assigned keys outside a transaction.
     Poll,
-    /// One transaction of these micro-ops (invoke forms), aborted at the end when `abort`.
+    /// One transaction of these micro-ops (invoke forms), ended as `ending` says.
     Txn {
         /// The micro-ops.
         micro: Vec<MicroOp>,
-        /// Abort instead of committing.
-        abort: bool,
+        /// Commit, abort, or a zombie's commit.
+        ending: Ending,
     },
 }
 
@@ -208,23 +243,43 @@ impl TxnGenerator {
         if self.rng.gen_bool(s.poll_fraction) {
             return TxnIntent::Poll;
         }
-        let n = self.rng.gen_range(1..=s.micro_ops_max);
-        let micro = (0..n)
-            .map(|_| {
-                if self.rng.gen_bool(s.poll_micro_fraction) {
-                    MicroOp::Poll(BTreeMap::new())
-                } else {
-                    MicroOp::Send {
-                        key: s.keys.choose(&mut self.rng).expect("keys").clone(),
-                        offset: None,
-                        value: self.values.next(),
-                    }
-                }
-            })
-            .collect();
-        TxnIntent::Txn {
-            micro,
-            abort: self.rng.gen_bool(s.abort_fraction),
+        let ending = if self.rng.gen_bool(s.abort_fraction) {
+            Ending::Abort
+        } else if s.micro_ops_max >= 2 && self.rng.gen_bool(s.zombie_fraction) {
+            Ending::Zombie
+        } else {
+            Ending::Commit
+        };
+        let n = match ending {
+            Ending::Zombie => self.rng.gen_range(2..=s.micro_ops_max),
+            _ => self.rng.gen_range(1..=s.micro_ops_max),
+        };
+        let mut micro: Vec<MicroOp> = Vec::with_capacity(n);
+        if ending == Ending::Zombie {
+            // The first send adds its partition to the transaction before the fence; the
+            // second, to the same key, is the zombie's write that needs no AddPartitionsToTxn.
+            let key = s.keys.choose(&mut self.rng).expect("keys").clone();
+            for _ in 0..2 {
+                micro.push(self.send_to(key.clone()));
+            }
+        }
+        while micro.len() < n {
+            let op = if self.rng.gen_bool(s.poll_micro_fraction) {
+                MicroOp::Poll(BTreeMap::new())
+            } else {
+                let key = s.keys.choose(&mut self.rng).expect("keys").clone();
+                self.send_to(key)
+            };
+            micro.push(op);
+        }
+        TxnIntent::Txn { micro, ending }
+    }
+
+    fn send_to(&mut self, key: Key) -> MicroOp {
+        MicroOp::Send {
+            key,
+            offset: None,
+            value: self.values.next(),
         }
     }
 }
@@ -274,10 +329,10 @@ pub async fn execute(
                 PollOutcome::Fail { error } => (OpType::Fail, json!([["poll"]]), Some(error)),
             }
         }
-        TxnIntent::Txn { micro, abort } => {
+        TxnIntent::Txn { micro, ending } => {
             let positions = assigned_positions(consumer);
             let outcome = client
-                .txn(name, micro, &positions, *abort, settings.poll_max_wait_ms)
+                .txn(name, micro, &positions, *ending, settings.poll_max_wait_ms)
                 .await;
             match outcome {
                 TxnOutcome::Committed { micro, positions } => {
@@ -348,19 +403,29 @@ mod tests {
     }
 
     #[test]
-    fn transactions_have_one_to_max_micro_ops_some_aborted_and_unique_values() {
+    fn transactions_have_one_to_max_micro_ops_some_aborted_some_zombies_and_unique_values() {
         let values = ValueSource::default();
         let mut g = TxnGenerator::new(3, 0, settings(), values.clone());
         let mut consumer = Consumer::default();
         consumer.assign(vec!["t0/0".into()]);
-        let (mut txns, mut aborts, mut polls) = (0, 0, 0);
+        let (mut txns, mut aborts, mut zombies, mut polls) = (0, 0, 0, 0);
         let mut seen = std::collections::HashSet::new();
         for _ in 0..2_000 {
             match g.next(&consumer) {
-                TxnIntent::Txn { micro, abort } => {
+                TxnIntent::Txn { micro, ending } => {
                     assert!((1..=4).contains(&micro.len()));
                     txns += 1;
-                    aborts += usize::from(abort);
+                    aborts += usize::from(ending == Ending::Abort);
+                    if ending == Ending::Zombie {
+                        zombies += 1;
+                        // Two sends to one key first: the second is the zombie's write.
+                        match &micro[..2] {
+                            [MicroOp::Send { key: a, .. }, MicroOp::Send { key: b, .. }] => {
+                                assert_eq!(a, b)
+                            }
+                            other => panic!("a zombie's transaction starts {other:?}"),
+                        }
+                    }
                     for m in micro {
                         if let MicroOp::Send { value, .. } = m {
                             assert!(seen.insert(value), "value {value} twice");
@@ -373,6 +438,11 @@ mod tests {
         }
         assert!(txns > 1_000 && polls > 300, "txns {txns} polls {polls}");
         assert!(aborts > txns / 20 && aborts < txns / 5, "aborts {aborts}");
+        // 5 % of the 90 % not aborted: about 67 of 1,500.
+        assert!(
+            zombies > txns / 50 && zombies < txns / 10,
+            "zombies {zombies}"
+        );
     }
 
     /// Commits every transaction whose first micro-op sends to `t0/0`, aborts the others; the
@@ -389,7 +459,7 @@ mod tests {
             _client: &'a str,
             micro: &'a [MicroOp],
             positions: &'a BTreeMap<Key, u64>,
-            abort: bool,
+            ending: Ending,
             _wait_ms: u64,
         ) -> BoxFuture<'a, TxnOutcome> {
             Box::pin(async move {
@@ -403,7 +473,7 @@ mod tests {
                         error: "TimeoutException".into(),
                     };
                 }
-                if abort {
+                if ending == Ending::Abort {
                     return TxnOutcome::Aborted {
                         error: "aborted".into(),
                     };
@@ -457,7 +527,7 @@ mod tests {
         };
         let commit = TxnIntent::Txn {
             micro: vec![send(1), MicroOp::Poll(BTreeMap::new())],
-            abort: false,
+            ending: Ending::Commit,
         };
         let (kind, value, error) = execute(&client, "w0", &s, &mut consumer, &commit).await;
         assert_eq!((kind, error), (OpType::Ok, None));
@@ -467,7 +537,7 @@ mod tests {
         consumer.positions.insert("t0/1".into(), 2);
         let abort = TxnIntent::Txn {
             micro: vec![send(2)],
-            abort: true,
+            ending: Ending::Abort,
         };
         let (kind, value, error) = execute(&client, "w0", &s, &mut consumer, &abort).await;
         assert_eq!(kind, OpType::Fail);

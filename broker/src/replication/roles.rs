@@ -203,6 +203,9 @@ impl ReplicaManager {
     ) {
         replica.stop_fetcher();
         let mut log = replica.log.lock();
+        if self.settings.bugs.on(Bug::IdempotenceDedupeForgotten) {
+            log.log.forget_idle_producers();
+        }
         let log_end_offset = log.log.log_end_offset();
         if let Err(e) = log.log.assign_epoch(pm.leader_epoch, log_end_offset) {
             tracing::error!(topic = %replica.topic, partition = replica.partition, error = %e, "cannot record the leader epoch; staying offline");

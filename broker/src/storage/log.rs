@@ -238,6 +238,12 @@ impl Log {
         &self.producers
     }
 
+    /// Deliberate bug `idempotence.dedupe.forgotten`: the state of producers without an open
+    /// transaction is dropped ([`ProducerStates::forget_idle`]).
+    pub fn forget_idle_producers(&mut self) {
+        self.producers.forget_idle();
+    }
+
     /// Forgets the ended transactions whose markers the HW has passed (they no longer hold
     /// the last stable offset).
     pub fn prune_completed_transactions(&mut self, high_watermark: u64) {

@@ -330,6 +330,15 @@ impl ProducerStates {
         }
     }
 
+    /// Deliberate bug `idempotence.dedupe.forgotten`: forgets every producer without an open
+    /// transaction here, so its next batch is checked as an unknown producer's (any
+    /// sequence appends). Producers inside a transaction are kept (their open transaction
+    /// holds the last stable offset).
+    pub fn forget_idle(&mut self) {
+        self.producers
+            .retain(|_, entry| entry.txn_first_offset.is_some());
+    }
+
     /// The first offset of the earliest transaction still open, or ended by a marker at or
     /// above `high_watermark` (not known replicated): the last stable offset is at most this
     /// (Kafka's `firstUnstableOffset`).
@@ -452,6 +461,26 @@ mod tests {
         assert_eq!(states.check(txn(2, 1, 0), 1), Ok(ProducerCheck::Append));
         states.drop_aborted_below(6);
         assert_eq!(states.aborted_between(0, 9), []);
+    }
+
+    #[test]
+    fn forgetting_idle_producers_turns_a_retry_into_a_second_append() {
+        let mut states = ProducerStates::new();
+        let txn = |p, e, s| of_kind(stamp(p, e, s), StampKind::Transactional);
+        states.record(stamp(1, 0, 0), 2, 0, 5);
+        states.record(txn(2, 0, 0), 1, 2, 5);
+        let retry = stamp(1, 0, 0);
+        assert!(matches!(
+            states.check(retry, 2),
+            Ok(ProducerCheck::Duplicate { base_offset: 0, .. })
+        ));
+        states.forget_idle();
+        // Producer 1's retry is now an unknown producer's batch: appended again.
+        assert_eq!(states.check(retry, 2), Ok(ProducerCheck::Append));
+        assert!(states.entry(1).is_none());
+        // Producer 2, inside a transaction, is kept, and its transaction holds the LSO.
+        assert_eq!(states.entry(2).unwrap().txn_first_offset, Some(2));
+        assert_eq!(states.first_unstable_offset(9), Some(2));
     }
 
     /// A state holding producer 7, epoch 0, batches of 2 records at sequences 0, 2 and 4

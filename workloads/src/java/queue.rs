@@ -9,7 +9,7 @@ use crate::client::{ClientError, ErrorCause, Fetched, Outcome, Sent};
 use crate::history::{Key, MicroOp, Val};
 use crate::kafka::KAFKA_NODE;
 use crate::queue::QueueClient;
-use crate::txn::{BoxFuture, PollOutcome, TxnClient, TxnOutcome};
+use crate::txn::{BoxFuture, Ending, PollOutcome, TxnClient, TxnOutcome};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -202,13 +202,13 @@ impl TxnClient for JavaQueueClient {
         client: &'a str,
         micro: &'a [MicroOp],
         positions: &'a BTreeMap<Key, u64>,
-        abort: bool,
+        ending: Ending,
         wait_ms: u64,
     ) -> BoxFuture<'a, TxnOutcome> {
         Box::pin(async move {
             let invoke: Vec<Value> = micro.iter().map(MicroOp::to_invoke_value).collect();
             let fields = json!({
-                "micro": invoke, "positions": positions, "abort": abort, "wait_ms": wait_ms,
+                "micro": invoke, "positions": positions, "end": ending.name(), "wait_ms": wait_ms,
             });
             match self.driver.call(client, "txn", fields).await {
                 Answer::Ok(a) => match committed_micro(&a) {
