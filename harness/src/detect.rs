@@ -576,7 +576,7 @@ impl DetectionTable {
     }
 
     /// The command that runs the rest of this table (or all of it again).
-    pub fn reproduce_command(&self, store: &Path) -> String {
+    pub fn reproduce_command(&self, store: &Path, workload_flags: &str) -> String {
         let bugs: Vec<&str> = self
             .bugs
             .iter()
@@ -610,7 +610,7 @@ impl DetectionTable {
             format!(" --first-seed {first_seed}")
         };
         format!(
-            "tidewater detect --bugs {} --plans {} --seeds {seeds}{first}{plan_seeds} --time-limit {} --store {}",
+            "tidewater detect{workload_flags} --bugs {} --plans {} --seeds {seeds}{first}{plan_seeds} --time-limit {} --store {}",
             bugs.join(","),
             if plans.is_empty() {
                 "none".into()
@@ -659,6 +659,10 @@ pub fn run_detection(
                 let next = queue.lock().expect("the queue's lock").next();
                 let Some(cell) = next else { break };
                 let outcome = run_one(&cell, worker);
+                // A run a signal stopped is no result: a resumed table runs the cell again.
+                if crate::cluster::guard::interrupted() {
+                    break;
+                }
                 if done.send((cell, outcome)).is_err() {
                     break;
                 }
@@ -859,6 +863,51 @@ fn worker_subnets(args: &DetectArgs) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// A `tidewater run` process of the benchmark, stopped with its own teardown when the
+/// benchmark is interrupted.
+struct ChildRun {
+    pid: u32,
+    name: String,
+    /// Set by the first teardown: a second SIGINT would make the run exit at once, before
+    /// its own teardown is done.
+    signalled: std::sync::atomic::AtomicBool,
+}
+
+/// How long an interrupted run is given to heal, stop its nodes and record itself.
+const CHILD_TEARDOWN_MAX: std::time::Duration = std::time::Duration::from_secs(120);
+
+impl crate::cluster::guard::Teardown for ChildRun {
+    /// SIGINT, as a Ctrl-C in the terminal would send it, then waits until the run is gone.
+    fn teardown(&self) -> crate::cluster::Result<()> {
+        let pid = nix::unistd::Pid::from_raw(self.pid as i32);
+        if !self
+            .signalled
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        }
+        let started = std::time::Instant::now();
+        // The thread that waits for the run reaps it; until then it answers signal 0.
+        while nix::sys::signal::kill(pid, None).is_ok() {
+            if started.elapsed() > CHILD_TEARDOWN_MAX {
+                return Err(crate::cluster::Error::State(format!(
+                    "tidewater run {} (pid {}) still running {} s after SIGINT; \
+                     run `tidewater clean`",
+                    self.name,
+                    self.pid,
+                    CHILD_TEARDOWN_MAX.as_secs()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    fn label(&self) -> String {
+        format!("tidewater run {} (pid {})", self.name, self.pid)
+    }
+}
+
 /// Runs `config` as a `tidewater run` process of this binary on `subnet`, its output kept
 /// out of the benchmark's; the exit code and the run directory it printed.
 fn run_as_process(
@@ -873,6 +922,10 @@ fn run_as_process(
             return (EXIT_HARNESS, None);
         }
     };
+    if crate::cluster::guard::interrupted() {
+        // The benchmark is being stopped: its signal thread is tearing the runs down.
+        return (EXIT_HARNESS, None);
+    }
     let mut command = std::process::Command::new(exe);
     command
         .arg("run")
@@ -880,10 +933,37 @@ fn run_as_process(
         .arg("--store")
         .arg(&target.store)
         .args(["--subnet", subnet, "--plain"]);
-    let output = match command.output() {
-        Ok(output) => output,
+    let child = match command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
         Err(e) => {
             eprintln!("tidewater: detect: cannot start tidewater run: {e}");
+            return (EXIT_HARNESS, None);
+        }
+    };
+    // A signal to the benchmark reaches its runs: each tears its own cluster down.
+    let guard: std::sync::Arc<dyn crate::cluster::guard::Teardown> =
+        std::sync::Arc::new(ChildRun {
+            pid: child.id(),
+            name: config.name.clone(),
+            signalled: false.into(),
+        });
+    crate::cluster::guard::register(std::sync::Arc::downgrade(&guard));
+    if crate::cluster::guard::interrupted() {
+        // The signal came between the check above and the registration: the signal thread
+        // may not have seen this run, so it is stopped here (once, whoever is first).
+        let _ = guard.teardown();
+    }
+    let output = child.wait_with_output();
+    drop(guard);
+    let output = match output {
+        Ok(output) => output,
+        Err(e) => {
+            eprintln!("tidewater: detect: tidewater run {}: {e}", config.name);
             return (EXIT_HARNESS, None);
         }
     };
@@ -956,6 +1036,7 @@ fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
             "txn", "all", false,
         ));
     } else if args.idempotence {
+        base.idempotence = true;
         base.client = "java".into();
         base.java_client = Some(tidewater_workloads::java::ClientConfigs::for_run(
             "queue", "all", true,
@@ -971,6 +1052,17 @@ fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
         base.nemesis_interval_s = secs;
     }
     base
+}
+
+/// The flags of `args` that choose the workload, as a rerun needs them (with a leading space).
+fn workload_flags(args: &DetectArgs) -> &'static str {
+    if args.workload == "txn" {
+        " --workload txn"
+    } else if args.idempotence {
+        " --idempotence"
+    } else {
+        ""
+    }
 }
 
 /// The bugs `--bugs all` means for the workload: the transactional ones for `txn`, the
@@ -1090,10 +1182,24 @@ pub(crate) fn detect_command(args: &DetectArgs) -> i32 {
         };
         outcome_of_run(code, dir, started.elapsed().as_secs_f64())
     });
+    if crate::cluster::guard::interrupted() {
+        // The signal thread is stopping the runs; it exits with 128 + the signal when done.
+        eprintln!(
+            "tidewater: detect: interrupted; {} holds the cells that finished (rerun with \
+             the same --out to go on)",
+            markdown.display()
+        );
+        loop {
+            std::thread::park();
+        }
+    }
     match result {
         Ok(table) => {
             println!("detection table: {}", markdown.display());
-            println!("rerun: {}", table.reproduce_command(&args.store));
+            println!(
+                "rerun: {}",
+                table.reproduce_command(&args.store, workload_flags(args))
+            );
             0
         }
         Err(e) => {
@@ -1141,6 +1247,9 @@ mod tests {
         assert_eq!(base_config(&queue).client, "http");
         let idempotent = Cli::parse_from(["detect", "--idempotence"]).detect;
         assert_eq!(default_bugs(&idempotent), IDEMPOTENCE_BUGS);
+        assert_eq!(workload_flags(&idempotent), " --idempotence");
+        assert_eq!(workload_flags(&txn), " --workload txn");
+        assert_eq!(workload_flags(&queue), "");
         let base = base_config(&idempotent);
         assert_eq!(
             (base.workload.as_str(), base.client.as_str()),
@@ -1149,6 +1258,9 @@ mod tests {
         base.validate().unwrap();
         let configs = base.java_client_configs().unwrap();
         assert_eq!(configs.merged()["enable.idempotence"], "true");
+        // What the runs get: the command line of a cell's run says so too.
+        assert!(base.idempotence);
+        assert!(base.command_line().contains(" --idempotence"));
         assert!(Cli::try_parse_from(["detect", "--workload", "group"]).is_err());
     }
 
@@ -1311,9 +1423,12 @@ mod tests {
     fn reproduce_command_names_bugs_plans_and_seeds() {
         let t = table();
         assert_eq!(
-            t.reproduce_command(Path::new("/work/store")),
+            t.reproduce_command(Path::new("/work/store"), ""),
             "tidewater detect --bugs ack.before.replication,no.epoch.bump --plans leader-isolation --seeds 2 --time-limit 60 --store /work/store"
         );
+        assert!(t
+            .reproduce_command(Path::new("/s"), " --workload txn")
+            .starts_with("tidewater detect --workload txn --bugs "));
     }
 
     #[test]
@@ -1478,7 +1593,7 @@ mod tests {
             "a schedule that never ran for a bug has no row"
         );
         assert!(t
-            .reproduce_command(Path::new("s"))
+            .reproduce_command(Path::new("s"), "")
             .contains("--seeds 4 --plan-seeds 2 --time-limit 60"));
         let back: DetectionTable =
             serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();

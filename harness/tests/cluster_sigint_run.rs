@@ -149,3 +149,92 @@ fn ctrl_c_during_a_run_leaves_nothing_behind() {
         "{printed} not in {transcript:#?}"
     );
 }
+
+/// SIGTERM to a `tidewater detect` running two cells at once (each a `tidewater run`
+/// process) stops both runs with their own teardown, starts no further cell, records no
+/// cell of an interrupted run in the table, and exits 128 + SIGTERM with nothing left.
+#[test]
+fn sigterm_to_detect_stops_its_runs_and_records_none_of_them() {
+    if !sys::is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let broker = find_broker_binary().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let store_path: PathBuf = store.path().canonicalize().unwrap();
+    let table = store_path.join("table.md");
+    // The unmodified broker only (`--bugs none`), so the shared broker binary serves.
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_tidewater"))
+            .args([
+                "detect", "--bugs", "none", "--plans", "none", "--seeds", "4",
+            ])
+            .args(["--time-limit", "60", "--jobs", "2", "--plain"])
+            .args(["--subnet", "10.213.15.0/24", "--broker-bin"])
+            .arg(&broker)
+            .arg("--store")
+            .arg(&store_path)
+            .arg("--out")
+            .arg(&table)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Both runs are in their main phase once each has its history file growing.
+    let deadline = Instant::now() + WAIT_MAX;
+    let runs_started = || {
+        ["detect-none-random-s1", "detect-none-random-s2"]
+            .iter()
+            .all(|name| {
+                std::fs::read_dir(store_path.join(name))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|run| run.path().join("history.jsonl").is_file())
+            })
+    };
+    while !runs_started() {
+        assert!(Instant::now() < deadline, "the two runs never started");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let records: Vec<RunState> = RunState::list(Path::new(DEFAULT_STATE_DIR))
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.run_dir.starts_with(&store_path))
+        .collect();
+    assert_eq!(records.len(), 2, "two runs with clusters");
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.0.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.0.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+
+    for record in &records {
+        for ns in &record.namespaces {
+            assert!(!sys::netns_exists(ns), "namespace {ns} left\n{stderr}");
+        }
+        for link in record.veths.iter().chain(record.bridge.iter()) {
+            assert!(!sys::link_exists(link), "link {link} left");
+        }
+    }
+    assert!(record_under(&store_path).is_none(), "run record left");
+    let left = processes_mentioning(&store_path.display().to_string());
+    assert!(left.is_empty(), "processes left: {left:?}\n{stderr}");
+    // No third cell started, and the table holds no cell of the stopped runs.
+    assert!(
+        !store_path.join("detect-none-random-s3").exists(),
+        "{stderr}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(table.with_extension("json")).unwrap())
+            .unwrap();
+    assert_eq!(json["results"], serde_json::json!([]), "{stderr}");
+}

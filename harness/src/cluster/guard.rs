@@ -44,14 +44,31 @@ pub fn teardown_all() -> usize {
     };
     for cluster in &live {
         if let Err(e) = cluster.teardown() {
-            eprintln!("tidewater: teardown of {} failed: {e}", cluster.label());
+            say(&format!(
+                "tidewater: teardown of {} failed: {e}",
+                cluster.label()
+            ));
         }
     }
     live.len()
 }
 
+/// A line to standard error that cannot fail: when stderr is a pipe whose reader is gone (a
+/// `tidewater detect` that started this run was killed), `eprintln!` would panic and the
+/// teardown would never happen.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// Signals received so far; a second one while tearing down exits at once.
 static SIGNALS_RECEIVED: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a signal has asked this process to stop: work that starts clusters (a benchmark's
+/// next run) must not start once it has.
+pub fn interrupted() -> bool {
+    SIGNALS_RECEIVED.load(Ordering::SeqCst) > 0
+}
 
 /// Said on a second signal, when the teardown may be half done.
 const LEFT_BEHIND: &[u8] =
@@ -128,12 +145,12 @@ fn wait_for_signal(read_fd: libc::c_int) {
         return;
     }
     let sig = byte as i32;
-    eprintln!(
+    say(&format!(
         "tidewater: signal {sig} received: healing the network and stopping every node \
          (again to exit at once)"
-    );
+    ));
     let n = teardown_all();
-    eprintln!("tidewater: tore down {n} cluster(s); exiting");
+    say(&format!("tidewater: tore down {n} cluster(s); exiting"));
     let hook = ON_INTERRUPT
         .lock()
         .unwrap_or_else(|p| p.into_inner())
