@@ -410,12 +410,14 @@ impl DetectionTable {
             .collect()
     }
 
-    /// Takes over the results of `earlier` (a table written by an interrupted or another
-    /// benchmark) for the cells this table plans, so they are not run again.
+    /// Takes over the verdicts of `earlier` (a table written by an interrupted or another
+    /// benchmark) for the cells this table plans, so they are not run again. A cell that
+    /// ended without a verdict (setup failed, harness error) is run again.
     pub fn resume_from(&mut self, earlier: &DetectionTable) {
         let cells = self.cells();
         for (cell, outcome) in &earlier.results {
-            if cells.contains(cell) && self.outcome(cell).is_none() {
+            let verdict = matches!(outcome, CellOutcome::Checked { .. });
+            if verdict && cells.contains(cell) && self.outcome(cell).is_none() {
                 self.results.push((cell.clone(), outcome.clone()));
             }
         }
@@ -1402,20 +1404,39 @@ mod tests {
     }
 
     #[test]
-    fn resume_takes_over_only_the_planned_cells() {
+    fn resume_takes_over_only_the_planned_cells_with_a_verdict() {
         let mut earlier = table();
+        let checked = CellOutcome::Checked {
+            valid: "valid".into(),
+            anomalies: BTreeMap::new(),
+            lost: 0,
+            run_dir: PathBuf::from("/r"),
+            first_anomaly_s: None,
+            wall_s: None,
+        };
         let errored = CellOutcome::Errored {
             error: "x".into(),
             run_dir: None,
             wall_s: None,
         };
         for cell in earlier.cells() {
-            earlier.results.push((cell, errored.clone()));
+            // The random/s2 cells ended without a verdict: a resume runs them again.
+            let outcome = if cell.column.label() == "random/s2" {
+                errored.clone()
+            } else {
+                checked.clone()
+            };
+            earlier.results.push((cell, outcome));
         }
         let mut t = DetectionTable::plan(&["no.epoch.bump".into()], &[], 3, 1, 60);
         t.resume_from(&earlier);
-        // no.epoch.bump and none under random/s1 and random/s2; random/s3 is new.
-        assert_eq!(t.results.len(), 4);
+        // no.epoch.bump and none under random/s1 are kept; random/s2 errored and random/s3
+        // is new.
+        assert_eq!(t.results.len(), 2);
+        assert!(t
+            .results
+            .iter()
+            .all(|(c, o)| c.column.label() == "random/s1" && o == &checked));
         assert_eq!(t.cells().len(), 6);
     }
 

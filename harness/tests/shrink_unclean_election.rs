@@ -14,8 +14,9 @@
 //! And without a cluster: a directory that is no run, a valid run, a class the run did not
 //! show and k above n are refused with exit 3 before anything is written.
 //!
-//! LONG: up to 26 runs of 6 to 30 s on 10.244.2.0/24 (three runs of the test took 286 s,
-//! 316 s and 394 s; the first two searches made 7 and 8 attempts); see docs/testing.md.
+//! LONG: up to 51 runs of 6 to 30 s on 10.244.2.0/24 (a rejected candidate stops at its
+//! first rerun that loses nothing; with two of two the test took 438 s in CI, with one of one
+//! it took 286 s to 394 s); see docs/testing.md.
 
 mod run_support;
 
