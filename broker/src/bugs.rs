@@ -34,11 +34,13 @@ pub enum Bug {
     TxnStaleEpochAccepted,
     /// A new leader forgets the sequence numbers of idle producers: retries append again.
     IdempotenceDedupeForgotten,
+    /// A transaction coordinator that loads its partition reads open transactions as empty.
+    TxnReloadForgetsOngoing,
 }
 
 impl Bug {
     /// Every deliberate bug, in the order of the detection table.
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 13] = [
         Bug::AckBeforeReplication,
         Bug::HwMaxOfIsr,
         Bug::KeepDivergentSuffix,
@@ -51,6 +53,7 @@ impl Bug {
         Bug::TxnLsoIgnoresOpen,
         Bug::TxnStaleEpochAccepted,
         Bug::IdempotenceDedupeForgotten,
+        Bug::TxnReloadForgetsOngoing,
     ];
 
     /// The broker setting that switches it on.
@@ -68,6 +71,7 @@ impl Bug {
             Bug::TxnLsoIgnoresOpen => "tidewater.bug.txn.lso.ignores.open.enable",
             Bug::TxnStaleEpochAccepted => "tidewater.bug.txn.stale.epoch.accepted.enable",
             Bug::IdempotenceDedupeForgotten => "tidewater.bug.idempotence.dedupe.forgotten.enable",
+            Bug::TxnReloadForgetsOngoing => "tidewater.bug.txn.reload.forgets.ongoing.enable",
         }
     }
 
@@ -93,6 +97,7 @@ impl Bug {
             Bug::TxnLsoIgnoresOpen => "The last stable offset is the high watermark: an open transaction does not hold it. Models a partition leader that forgets a producer's ongoing transaction when it computes the LSO (the LSO bugs around producer-state loading, e.g. KAFKA-9144's stale first offsets): read_committed consumers read records of transactions that are not decided yet and may still abort.",
             Bug::TxnStaleEpochAccepted => "A transactional produce carrying a producer epoch older than the producer's current one is appended instead of refused with INVALID_PRODUCER_EPOCH. Models a zombie producer that fencing does not stop (the class KIP-98's epochs and KIP-588 exist for): a producer fenced by a newer instance of its transactional id still writes into the partition.",
             Bug::IdempotenceDedupeForgotten => "A replica that becomes leader drops the state of every producer without an open transaction (its last batches' sequence numbers), so it takes the producer for a new one and accepts any sequence. Models producer state lost or not rebuilt on a leader change (the producer-state snapshot and loading bugs, e.g. KAFKA-5793 and KAFKA-8710, and sequence dedupe forgotten after a failover): an idempotent producer's retry of a batch the old leader appended and replicated, but did not answer, is appended a second time, a duplicate enable.idempotence=true promises away.",
+            Bug::TxnReloadForgetsOngoing => "A transaction coordinator that (re)loads a partition of __transaction_state after a failover takes every transaction it finds Ongoing for Empty, forgetting the partitions it had added. Models coordinator state lost on reload (the hanging-transaction class of KAFKA-12671 and KIP-664: a transaction no coordinator will ever end): the producer's commit is refused, no marker reaches the partitions its records are on, the open transaction holds their last stable offset, and when the producer later writes there again and commits, that marker commits the forgotten records too.",
         }
     }
 

@@ -46,10 +46,11 @@ pub const BUGS: [&str; 8] = [
 ];
 /// The deliberate bugs of the transactional parts (coordinator, markers, last stable offset,
 /// fencing), the default rows of `--workload txn`.
-pub const TXN_BUGS: [&str; 3] = [
+pub const TXN_BUGS: [&str; 4] = [
     "txn.abort.marker.skipped",
     "txn.lso.ignores.open",
     "txn.stale.epoch.accepted",
+    "txn.reload.forgets.ongoing",
 ];
 /// The deliberate bugs of idempotent producers, the default rows of `--idempotence`.
 pub const IDEMPOTENCE_BUGS: [&str; 1] = ["idempotence.dedupe.forgotten"];

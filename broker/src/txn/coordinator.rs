@@ -560,6 +560,14 @@ impl TransactionCoordinator {
             })
         })
         .map_err(of_unavailable)?;
+        if self
+            .broker
+            .config
+            .bugs
+            .on(crate::bugs::Bug::TxnReloadForgetsOngoing)
+        {
+            txns.forget_ongoing();
+        }
         let entries: BTreeMap<String, Arc<TxnEntry>> = txns
             .txns
             .into_iter()

@@ -47,6 +47,18 @@ pub struct LoadedTxns {
 }
 
 impl LoadedTxns {
+    /// Deliberate bug `txn.reload.forgets.ongoing`: every open transaction is read as none
+    /// (Empty, no partitions, no start time).
+    pub fn forget_ongoing(&mut self) {
+        for metadata in self.txns.values_mut() {
+            if metadata.state == crate::txn::state::TxnState::Ongoing {
+                metadata.state = crate::txn::state::TxnState::Empty;
+                metadata.partitions.clear();
+                metadata.txn_start_ms = 0;
+            }
+        }
+    }
+
     /// Applies one stored record (later records win). False for a record it cannot read,
     /// which is skipped.
     pub fn apply(&mut self, stored: &StoredRecord) -> bool {
@@ -73,6 +85,26 @@ mod tests {
 
     fn stored(offset: u64, record: Record) -> StoredRecord {
         StoredRecord::at(offset, record)
+    }
+
+    #[test]
+    fn forgetting_ongoing_transactions_leaves_the_others() {
+        let mut open = first_init("open", 1, 1000);
+        open.state = TxnState::Ongoing;
+        open.partitions.insert(("t0".into(), 1));
+        open.txn_start_ms = 5;
+        let mut committing = first_init("committing", 2, 1000);
+        committing.state = TxnState::PrepareCommit;
+        committing.partitions.insert(("t0".into(), 2));
+        let mut loaded = LoadedTxns::default();
+        assert!(loaded.apply(&stored(0, metadata_record(&open, 5))));
+        assert!(loaded.apply(&stored(1, metadata_record(&committing, 5))));
+        loaded.forget_ongoing();
+        let forgotten = &loaded.txns["open"];
+        assert_eq!(forgotten.state, TxnState::Empty);
+        assert!(forgotten.partitions.is_empty());
+        assert_eq!(forgotten.txn_start_ms, 0);
+        assert_eq!(loaded.txns["committing"], committing);
     }
 
     #[test]
