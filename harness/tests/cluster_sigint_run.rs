@@ -57,14 +57,20 @@ fn processes_mentioning(needle: &str) -> Vec<i32> {
         .collect()
 }
 
-#[test]
-fn ctrl_c_during_a_run_leaves_nothing_behind() {
+/// The broker binary and an empty store, as root; `None` (with a message) otherwise.
+fn root_and_store() -> Option<(PathBuf, tempfile::TempDir)> {
     if !sys::is_root() {
         eprintln!("skipped: needs root (network namespaces)");
-        return;
+        return None;
     }
-    let broker = find_broker_binary().unwrap();
-    let store = tempfile::tempdir().unwrap();
+    Some((find_broker_binary().unwrap(), tempfile::tempdir().unwrap()))
+}
+
+#[test]
+fn ctrl_c_during_a_run_leaves_nothing_behind() {
+    let Some((broker, store)) = root_and_store() else {
+        return;
+    };
     let store_path: PathBuf = store.path().canonicalize().unwrap();
     let mut child = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_tidewater"))
@@ -155,12 +161,9 @@ fn ctrl_c_during_a_run_leaves_nothing_behind() {
 /// cell of an interrupted run in the table, and exits 128 + SIGTERM with nothing left.
 #[test]
 fn sigterm_to_detect_stops_its_runs_and_records_none_of_them() {
-    if !sys::is_root() {
-        eprintln!("skipped: needs root (network namespaces)");
+    let Some((broker, store)) = root_and_store() else {
         return;
-    }
-    let broker = find_broker_binary().unwrap();
-    let store = tempfile::tempdir().unwrap();
+    };
     let store_path: PathBuf = store.path().canonicalize().unwrap();
     let table = store_path.join("table.md");
     // The unmodified broker only (`--bugs none`), so the shared broker binary serves.
