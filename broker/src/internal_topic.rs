@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use crate::broker::Broker;
 use crate::controller::protocol::CreateTopicRequest;
 use crate::error::{ApiError, ErrorKind};
-use crate::storage::{Record, StoredRecord};
+use crate::replication::produce::ProduceOptions;
+use crate::storage::{ProducerStamp, Record, StoredRecord};
 use crate::topics::TopicMeta;
 
 /// Why a coordinator cannot serve a partition of its topic now (Kafka's coordinator errors).
@@ -201,6 +202,21 @@ impl InternalTopic {
         partition: u32,
         records: Vec<Record>,
     ) -> Result<(), CoordinatorUnavailable> {
+        self.append_stamped(broker, partition, records, None)
+            .await
+            .map(|_| ())
+    }
+
+    /// [`InternalTopic::append`] as a producer's batch (a transactional offset commit's
+    /// records carry the producer's stamp, so the partition's producer state fences an older
+    /// epoch and the transaction's marker ends them); answers the batch's base offset.
+    pub async fn append_stamped(
+        &self,
+        broker: &Broker,
+        partition: u32,
+        records: Vec<Record>,
+        producer: Option<ProducerStamp>,
+    ) -> Result<u64, CoordinatorUnavailable> {
         let result = match &broker.cluster {
             Some(cluster) => {
                 let min_insync_replicas = broker
@@ -209,25 +225,27 @@ impl InternalTopic {
                     .map_or(broker.config.min_insync_replicas, |t| {
                         t.config.min_insync_replicas(&broker.config)
                     });
+                let options = ProduceOptions {
+                    acks_all: true,
+                    timeout_ms: self.append_timeout_ms,
+                    min_insync_replicas,
+                    leader_epoch: None,
+                    producer,
+                };
                 cluster
-                    .produce(
-                        self.name,
-                        partition,
-                        records,
-                        true,
-                        self.append_timeout_ms,
-                        min_insync_replicas,
-                    )
+                    .produce_with(self.name, partition, records, options)
                     .await
-                    .map(|_| ())
+                    .map(|appended| appended.base_offset)
             }
             None => broker
                 .topics
                 .partition(self.name, partition)
                 .and_then(|log| {
-                    crate::ops::run_maybe_blocking(true, || log.append(records, None))
-                        .map(|_| ())
-                        .map_err(ApiError::from)
+                    crate::ops::run_maybe_blocking(true, || {
+                        log.append_from_producer(records, None, producer)
+                    })
+                    .map(|appended| appended.base_offset)
+                    .map_err(ApiError::from)
                 }),
         };
         result.map_err(|e| match e.kind {

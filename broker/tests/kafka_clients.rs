@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::{Client, Node};
 use outside::{
-    assert_group_split_and_committed, assert_produced_read_and_committed, clients_present, kcat,
-    python,
+    assert_group_split_and_committed, assert_produced_read_and_committed,
+    assert_transactional_offsets, clients_present, kcat, python,
 };
 use serde_json::{json, Value};
 
@@ -213,6 +213,22 @@ fn values(answer: &Value, key: &str) -> BTreeSet<String> {
         .iter()
         .map(|v| v.as_str().unwrap().to_string())
         .collect()
+}
+
+/// kafka-python's consume-transform-produce (AddOffsetsToTxn, TxnOffsetCommit with the
+/// member's generation): offsets committed in a transaction count only once it commits, and
+/// a new member resumes from them (`outside::assert_transactional_offsets`, which
+/// `harness/tests/kafka_clients_real.rs` holds Apache Kafka to as well).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_python_commits_consumed_offsets_in_transactions() {
+    if !clients_present("kafka_clients") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let bootstrap = cluster.bootstrap();
+    metadata_with_three_brokers(&bootstrap);
+    let answer = python(&bootstrap, "txn-offsets", "py-eos");
+    assert_transactional_offsets(&answer);
 }
 
 /// kafka-python's transactional producer and read_committed consumer: a committed

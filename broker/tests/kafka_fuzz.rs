@@ -630,6 +630,12 @@ fn crate_round_trip(key: ApiKey, version: i16, body: &[u8]) -> anyhow::Result<Ve
             round_trip!(kafka_protocol::messages::AddPartitionsToTxnRequest)
         }
         ApiKey::EndTxn => round_trip!(kafka_protocol::messages::EndTxnRequest),
+        ApiKey::AddOffsetsToTxn => {
+            round_trip!(kafka_protocol::messages::AddOffsetsToTxnRequest)
+        }
+        ApiKey::TxnOffsetCommit => {
+            round_trip!(kafka_protocol::messages::TxnOffsetCommitRequest)
+        }
         other => anyhow::bail!("{other:?} is not served"),
     }
 }

@@ -823,6 +823,13 @@ fn check_detect_flags(args: &DetectArgs) -> Result<(), String> {
             args.first_seed, args.seeds
         ));
     }
+    if args.idempotence && args.workload == "txn" {
+        return Err(
+            "--idempotence is for the queue workload: the txn workload's producers are \
+             transactional, hence idempotent, already"
+                .into(),
+        );
+    }
     let time_limit_max_s = runner::config::TIME_LIMIT_MAX_S;
     if args.time_limit > time_limit_max_s {
         return Err(format!(

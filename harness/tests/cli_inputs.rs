@@ -272,6 +272,8 @@ fn detect_and_serve_refuse_bad_numbers_before_building_or_binding_anything() {
     );
     let out = detect(&["--time-limit", "-5"]);
     assert_refused(&out, "invalid value '-5' for '--time-limit <SECS>'");
+    let out = detect(&["--workload", "txn", "--idempotence"]);
+    assert_refused(&out, "--idempotence is for the queue workload");
     store.assert_untouched(&out);
     let out = tidewater(&[
         "serve",

@@ -5,7 +5,8 @@
 //! `server.properties` writer and JVM options, on 127.242.2.10-13). Metadata, produce with
 //! acks=all, consume from the start, a consumer group that joins, rebalances and commits;
 //! and where the companion broker answers NOT_ENOUGH_REPLICAS (`min.insync.replicas` 4 on
-//! three replicas), what Kafka does instead: it takes the write. Each expectation computed
+//! three replicas), what Kafka does instead: it takes the write; and consume-transform-produce
+//! with the consumed offsets committed in transactions. Each expectation computed
 //! from what the clients report.
 //!
 //! Needs Java and Kafka (`TIDEWATER_REQUIRE_KAFKA=1` fails without them), kcat and the
@@ -23,8 +24,8 @@ use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse
 use kafka_protocol::protocol::StrBytes;
 use kafka_support::{call, kafka_release, KafkaCluster};
 use outside::{
-    assert_group_split_and_committed, assert_produced_read_and_committed, clients_present, kcat,
-    python,
+    assert_group_split_and_committed, assert_produced_read_and_committed,
+    assert_transactional_offsets, clients_present, kcat, python,
 };
 use serde_json::{json, Value};
 
@@ -181,4 +182,9 @@ fn kcat_and_kafka_python_against_real_kafka() {
         .expect("acknowledged, not refused");
     assert_eq!(acked[1], json!(0), "{answer}");
     assert!(acked[0].as_u64().is_some_and(|p| p < 3), "{answer}");
+
+    // kafka-python: consume-transform-produce, the offsets committed in transactions; the
+    // same expectations as the companion broker's (broker/tests/kafka_clients.rs).
+    let answer = python(&bootstrap, "txn-offsets", "py-eos");
+    assert_transactional_offsets(&answer);
 }

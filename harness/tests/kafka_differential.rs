@@ -46,6 +46,18 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
         "v4+ are the brokers' verification of KIP-890, which the companion does not do",
     ),
     (
+        "api_versions.AddOffsetsToTxn",
+        "0..=3",
+        "0..=4",
+        "v4 belongs to transaction version 2 (KIP-890), which the companion does not finalize",
+    ),
+    (
+        "api_versions.TxnOffsetCommit",
+        "0..=3",
+        "0..=5",
+        "v4+ belong to transaction version 2 (KIP-890), which the companion does not finalize",
+    ),
+    (
         "api_versions.EndTxn",
         "0..=4",
         "0..=5",
@@ -1325,7 +1337,9 @@ const SERVED: &[ApiKey] = &[
     ApiKey::InitProducerId,
     ApiKey::OffsetForLeaderEpoch,
     ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
     ApiKey::EndTxn,
+    ApiKey::TxnOffsetCommit,
 ];
 
 /// Moves the leadership of `TOPIC`/2 on Kafka without stopping a broker: reorder its

@@ -86,6 +86,13 @@ pub enum ErrorCode {
     OperationNotAttempted,
     /// The log could not be read or written.
     KafkaStorageError,
+    /// A commit's offset or metadata the coordinator cannot store (too large).
+    InvalidCommitOffsetSize,
+    /// A produce request's records are larger than the segment can hold.
+    RecordListTooLarge,
+    /// OffsetFetch with `require_stable`: the partition has offsets of a transaction not
+    /// ended yet (KIP-447); retry.
+    UnstableOffsetCommit,
     /// A fetch session the broker does not have (KIP-227).
     FetchSessionIdNotFound,
     /// The request's leader epoch is older than the partition's.
@@ -104,7 +111,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of their numbers.
-    pub const ALL: [ErrorCode; 46] = [
+    pub const ALL: [ErrorCode; 49] = [
         ErrorCode::UnknownServerError,
         ErrorCode::OffsetOutOfRange,
         ErrorCode::CorruptMessage,
@@ -118,6 +125,7 @@ impl ErrorCode {
         ErrorCode::CoordinatorNotAvailable,
         ErrorCode::NotCoordinator,
         ErrorCode::InvalidTopicException,
+        ErrorCode::RecordListTooLarge,
         ErrorCode::NotEnoughReplicas,
         ErrorCode::NotEnoughReplicasAfterAppend,
         ErrorCode::InvalidRequiredAcks,
@@ -127,6 +135,7 @@ impl ErrorCode {
         ErrorCode::UnknownMemberId,
         ErrorCode::InvalidSessionTimeout,
         ErrorCode::RebalanceInProgress,
+        ErrorCode::InvalidCommitOffsetSize,
         ErrorCode::InvalidTimestamp,
         ErrorCode::UnsupportedVersion,
         ErrorCode::TopicAlreadyExists,
@@ -150,6 +159,7 @@ impl ErrorCode {
         ErrorCode::UnsupportedCompressionType,
         ErrorCode::OffsetNotAvailable,
         ErrorCode::InvalidRecord,
+        ErrorCode::UnstableOffsetCommit,
         ErrorCode::ProducerFenced,
     ];
 
@@ -197,6 +207,9 @@ impl ErrorCode {
             }
             ErrorCode::OperationNotAttempted => "OPERATION_NOT_ATTEMPTED",
             ErrorCode::KafkaStorageError => "KAFKA_STORAGE_ERROR",
+            ErrorCode::InvalidCommitOffsetSize => "INVALID_COMMIT_OFFSET_SIZE",
+            ErrorCode::RecordListTooLarge => "RECORD_LIST_TOO_LARGE",
+            ErrorCode::UnstableOffsetCommit => "UNSTABLE_OFFSET_COMMIT",
             ErrorCode::FetchSessionIdNotFound => "FETCH_SESSION_ID_NOT_FOUND",
             ErrorCode::FencedLeaderEpoch => "FENCED_LEADER_EPOCH",
             ErrorCode::UnknownLeaderEpoch => "UNKNOWN_LEADER_EPOCH",
@@ -249,6 +262,9 @@ impl ErrorCode {
             ErrorCode::TransactionalIdAuthorizationFailed => 53,
             ErrorCode::OperationNotAttempted => 55,
             ErrorCode::KafkaStorageError => 56,
+            ErrorCode::InvalidCommitOffsetSize => 28,
+            ErrorCode::RecordListTooLarge => 18,
+            ErrorCode::UnstableOffsetCommit => 88,
             ErrorCode::FetchSessionIdNotFound => 70,
             ErrorCode::FencedLeaderEpoch => 74,
             ErrorCode::UnknownLeaderEpoch => 75,

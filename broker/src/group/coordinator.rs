@@ -8,8 +8,17 @@
 //! orders its stored records: a commit validated in generation g is in the log (and the cache)
 //! before the leader's assignment of generation g+1 is stored, so a new owner never fetches an
 //! offset older than one its predecessor had committed successfully.
+//!
+//! Transactional offset commits (TxnOffsetCommit) are appended as the producer's transactional
+//! records and kept pending per producer until their transaction ends. Kafka completes them
+//! when WriteTxnMarkers reaches the coordinator; here a group's pending offsets are settled
+//! from the offsets partition itself whenever the group is read: a pending record below the
+//! partition's last stable offset belongs to a transaction whose marker is replicated, and the
+//! partition's index of aborted transactions says whether it was aborted. What a client sees
+//! is a function of the log, so a failover, a reload and a marker retried by another
+//! coordinator all give the same answer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,7 +26,7 @@ use tokio::sync::watch;
 
 use super::assignor::{Assignment, TopicPartition};
 use super::error::{GroupError, GroupErrorKind};
-use super::offsets::{self, CommittedOffset, LoadedGroups, OFFSETS_TOPIC};
+use super::offsets::{self, CommittedOffset, LoadedGroups, PendingOffsets, OFFSETS_TOPIC};
 use super::state::{
     Group, GroupDescription, GroupLimits, GroupState, JoinRequest, JoinResult, MemberIdScope,
     SyncStep,
@@ -25,6 +34,7 @@ use super::state::{
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::internal_topic::{CoordinatorUnavailable, InternalTopic};
+use crate::storage::{ProducerStamp, StampKind};
 
 /// Coordinator settings (Kafka's names in the docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +75,38 @@ pub const GROUP_ID_MAX_BYTES: usize = 255;
 struct GroupData {
     group: Group,
     offsets: BTreeMap<TopicPartition, CommittedOffset>,
+    /// Offsets of transactions not known ended yet, by producer id.
+    pending: PendingOffsets,
+}
+
+impl GroupData {
+    /// Ends the pending offsets whose transaction ended in `log` ([module docs](self)), one
+    /// record at a time.
+    fn settle(&mut self, log: &crate::partition::Partition) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let stable = log.offsets().last_stable_offset;
+        for (&producer_id, pending) in &mut self.pending {
+            let ended: Vec<TopicPartition> = pending
+                .iter()
+                .filter(|(_, o)| o.record_offset < stable)
+                .map(|(tp, _)| tp.clone())
+                .collect();
+            for tp in ended {
+                let offset = pending.remove(&tp).expect("listed above");
+                let at = offset.record_offset;
+                let aborted = log
+                    .aborted_transactions(at, at + 1)
+                    .iter()
+                    .any(|a| a.producer_id == producer_id && a.first_offset <= at);
+                if !aborted {
+                    offsets::commit_if_later(&mut self.offsets, tp, offset);
+                }
+            }
+        }
+        self.pending.retain(|_, pending| !pending.is_empty());
+    }
 }
 
 /// One group held by this coordinator.
@@ -114,6 +156,8 @@ pub struct GroupCoordinator {
     partitions: Mutex<BTreeMap<u32, Arc<LoadedPartition>>>,
     /// Serialises creating the offsets topic and loading partitions.
     load: tokio::sync::Mutex<()>,
+    /// Serialises transactional offset appends (see [`GroupCoordinator::next_stamp`]).
+    txn_appends: tokio::sync::Mutex<()>,
 }
 
 /// A sync answer.
@@ -135,6 +179,7 @@ impl GroupCoordinator {
             incarnation: crate::clock::now_ms(),
             partitions: Mutex::new(BTreeMap::new()),
             load: tokio::sync::Mutex::new(()),
+            txn_appends: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -281,14 +326,109 @@ impl GroupCoordinator {
         self.with_group(&entry, |group, now_ms| {
             group.check_commit(now_ms, member_id, generation)
         })?;
+        let values = self
+            .store_offsets(group_id, entry.partition, offsets, None)
+            .await?;
+        let mut data = entry.data.lock().expect("group lock");
+        data.offsets.extend(values);
+        Ok(())
+    }
+
+    /// A transactional producer's offsets (TxnOffsetCommit): checked as
+    /// [`Group::check_txn_commit`] says, appended as the producer's transactional records
+    /// (an older epoch than the partition knows is INVALID_PRODUCER_EPOCH) and pending until
+    /// the transaction ends. Creates the group if it is new (Kafka does).
+    pub async fn txn_commit(
+        &self,
+        group_id: &str,
+        producer: (i64, i16),
+        member_id: Option<&str>,
+        generation: i64,
+        offsets: Vec<(TopicPartition, u64, String)>,
+    ) -> Result<(), GroupError> {
+        self.validate_commit(&offsets)?;
+        let (producer_id, producer_epoch) = producer;
+        if producer_id < 0 || producer_epoch < 0 {
+            return Err(ApiError::invalid_request(format!(
+                "producer id {producer_id} and epoch {producer_epoch} must not be negative"
+            ))
+            .into());
+        }
+        let entry = self.entry(group_id, true).await?;
+        let _writes = entry.writes.lock().await;
+        self.with_group(&entry, |group, now_ms| {
+            group.check_txn_commit(now_ms, member_id, generation)
+        })?;
+        // One producer's sequence on the partition goes up by one batch at a time.
+        let _sequences = self.txn_appends.lock().await;
+        let stamp = self.next_stamp(entry.partition, producer_id, producer_epoch)?;
+        let values = self
+            .store_offsets(group_id, entry.partition, offsets, Some(stamp))
+            .await?;
+        let log = self.offsets_log(entry.partition)?;
+        let mut data = entry.data.lock().expect("group lock");
+        // The producer's earlier transaction has ended by now (its markers were written
+        // before the coordinator took this one's AddOffsetsToTxn): settle it before a record
+        // of this one replaces its record of the same partition.
+        data.settle(&log);
+        data.pending.entry(producer_id).or_default().extend(values);
+        Ok(())
+    }
+
+    /// The offsets partition of `group_id` (AddOffsetsToTxn adds it to a transaction), the
+    /// offsets topic created first if needed.
+    pub async fn offsets_partition_of(&self, group_id: &str) -> Result<u32, GroupError> {
+        validate_group_id(group_id)?;
+        let count = self.offsets_partition_count().await?;
+        Ok(offsets::partition_for(group_id, count))
+    }
+
+    /// The stamp of a producer's next batch on an offsets partition: Kafka appends a
+    /// coordinator's transactional batch without a sequence (`RecordBatch.NO_SEQUENCE`, not
+    /// checked); this log keeps sequences for every producer batch, so the coordinator
+    /// continues the producer's own (its only batches there are these).
+    fn next_stamp(
+        &self,
+        partition: u32,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<ProducerStamp, GroupError> {
+        let log = self.offsets_log(partition)?;
+        let state = log.lock();
+        let sequence = match state.log.producers().entry(producer_id) {
+            Some(entry) if entry.producer_epoch == producer_epoch => {
+                entry.last_sequence().map_or(0, |last| {
+                    crate::storage::producer_state::sequence_add(last, 1)
+                })
+            }
+            _ => 0,
+        };
+        Ok(ProducerStamp {
+            producer_id,
+            producer_epoch,
+            sequence,
+            kind: StampKind::Transactional,
+        })
+    }
+
+    /// Appends `offsets` of `group_id` as one batch (a producer's when `producer` is given);
+    /// answers them with their records' offsets.
+    async fn store_offsets(
+        &self,
+        group_id: &str,
+        partition: u32,
+        offsets: Vec<(TopicPartition, u64, String)>,
+        producer: Option<ProducerStamp>,
+    ) -> Result<Vec<(TopicPartition, CommittedOffset)>, GroupError> {
         let commit_timestamp_ms = crate::clock::timestamp_ms();
-        let values: Vec<(TopicPartition, CommittedOffset)> = offsets
+        let mut values: Vec<(TopicPartition, CommittedOffset)> = offsets
             .into_iter()
             .map(|(tp, offset, metadata)| {
                 let value = CommittedOffset {
                     offset,
                     metadata,
                     commit_timestamp_ms,
+                    record_offset: 0,
                 };
                 (tp, value)
             })
@@ -297,10 +437,53 @@ impl GroupCoordinator {
             .iter()
             .map(|(tp, value)| offsets::offset_record(group_id, tp, value))
             .collect();
-        self.append(entry.partition, records).await?;
+        let base_offset = self
+            .topic()
+            .append_stamped(&self.broker, partition, records, producer)
+            .await
+            .map_err(of_unavailable)?;
+        for (i, (_, value)) in values.iter_mut().enumerate() {
+            value.record_offset = base_offset + i as u64;
+        }
+        Ok(values)
+    }
+
+    /// The local log of an offsets partition.
+    fn offsets_log(&self, partition: u32) -> Result<Arc<crate::partition::Partition>, GroupError> {
+        self.broker
+            .topics
+            .partition(OFFSETS_TOPIC, partition)
+            .map_err(GroupError::Api)
+    }
+
+    /// The group's committed offsets and the partitions with offsets of a transaction not
+    /// ended yet (OffsetFetch's `require_stable` answers UNSTABLE_OFFSET_COMMIT for those).
+    pub async fn fetch_offsets_and_unstable(
+        &self,
+        group_id: &str,
+    ) -> Result<
+        (
+            BTreeMap<TopicPartition, CommittedOffset>,
+            BTreeSet<TopicPartition>,
+        ),
+        GroupError,
+    > {
+        let entry = match self.entry(group_id, false).await {
+            Ok(entry) => entry,
+            Err(e) if e.kind() == Some(GroupErrorKind::UnknownMemberId) => {
+                return Ok((BTreeMap::new(), BTreeSet::new()))
+            }
+            Err(e) => return Err(e),
+        };
+        let log = self.offsets_log(entry.partition)?;
         let mut data = entry.data.lock().expect("group lock");
-        data.offsets.extend(values);
-        Ok(())
+        data.settle(&log);
+        let unstable = data
+            .pending
+            .values()
+            .flat_map(|o| o.keys().cloned())
+            .collect();
+        Ok((data.offsets.clone(), unstable))
     }
 
     /// The group's committed offsets (Kafka's OffsetFetch; no membership needed).
@@ -308,12 +491,9 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
     ) -> Result<BTreeMap<TopicPartition, CommittedOffset>, GroupError> {
-        let entry = self.entry(group_id, false).await;
-        match entry {
-            Ok(entry) => Ok(entry.data.lock().expect("group lock").offsets.clone()),
-            Err(e) if e.kind() == Some(GroupErrorKind::UnknownMemberId) => Ok(BTreeMap::new()),
-            Err(e) => Err(e),
-        }
+        self.fetch_offsets_and_unstable(group_id)
+            .await
+            .map(|(committed, _)| committed)
     }
 
     /// Describe-group; a group never seen is described as Dead with no members (Kafka).
@@ -490,7 +670,7 @@ impl GroupCoordinator {
             ));
         }
         let group = Group::new(group_id, 0, loaded.member_ids, self.config.limits);
-        let entry = new_entry(partition, group, BTreeMap::new());
+        let entry = new_entry(partition, group, BTreeMap::new(), BTreeMap::new());
         groups.insert(group_id.to_string(), entry.clone());
         Ok(entry)
     }
@@ -532,8 +712,9 @@ impl GroupCoordinator {
             .map(|id| {
                 let generation = loaded_groups.generations.get(&id).copied().unwrap_or(0);
                 let offsets = loaded_groups.offsets.get(&id).cloned().unwrap_or_default();
+                let pending = loaded_groups.pending.get(&id).cloned().unwrap_or_default();
                 let group = Group::new(&id, generation, member_ids, self.config.limits);
-                (id, new_entry(partition, group, offsets))
+                (id, new_entry(partition, group, offsets, pending))
             })
             .collect::<BTreeMap<_, _>>();
         tracing::info!(
@@ -647,10 +828,15 @@ fn new_entry(
     partition: u32,
     group: Group,
     offsets: BTreeMap<TopicPartition, CommittedOffset>,
+    pending: PendingOffsets,
 ) -> Arc<GroupEntry> {
     Arc::new(GroupEntry {
         partition,
-        data: Mutex::new(GroupData { group, offsets }),
+        data: Mutex::new(GroupData {
+            group,
+            offsets,
+            pending,
+        }),
         writes: tokio::sync::Mutex::new(()),
         changes: watch::channel(0).0,
     })

@@ -2,6 +2,12 @@
 //! in it (Kafka's `GroupMetadataManager` format, in JSON): committed offsets and group metadata
 //! (the generation and its assignment) as key/value records, the latest value of a key winning
 //! when a coordinator loads the partition.
+//!
+//! A transactional producer's offsets (TxnOffsetCommit, KIP-98) are the same records written
+//! in the producer's transaction: they stay pending, invisible to OffsetFetch, until the
+//! transaction's marker lands on the partition; a commit marker makes them committed unless a
+//! later record of the same partition was committed meanwhile (Kafka's
+//! `GroupMetadata.completePendingTxnOffsetCommit`), an abort marker drops them.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::assignor::TopicPartition;
 use super::state::GroupRecord;
-use crate::storage::{Record, StoredRecord};
+use crate::storage::{Record, StampKind, StoredRecord};
 
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -45,6 +51,29 @@ pub struct CommittedOffset {
     pub metadata: String,
     /// When the coordinator accepted the commit (Unix ms).
     pub commit_timestamp_ms: i64,
+    /// Where its record lies in the offsets partition: of two commits of one partition, the
+    /// later record wins. Not part of the record's value.
+    #[serde(skip)]
+    pub record_offset: u64,
+}
+
+/// The offsets of one group a transactional producer committed in its open transaction,
+/// by producer id.
+pub type PendingOffsets = BTreeMap<i64, BTreeMap<TopicPartition, CommittedOffset>>;
+
+/// A transaction's committed offset of `tp` takes effect unless `committed` holds a later
+/// record of the same partition (a plain commit after the transaction's record wins).
+pub fn commit_if_later(
+    committed: &mut BTreeMap<TopicPartition, CommittedOffset>,
+    tp: TopicPartition,
+    offset: CommittedOffset,
+) {
+    let later = committed
+        .get(&tp)
+        .is_some_and(|current| current.record_offset > offset.record_offset);
+    if !later {
+        committed.insert(tp, offset);
+    }
 }
 
 /// The key of an offsets-topic record.
@@ -87,20 +116,39 @@ fn record(key: &RecordKey, value: serde_json::Result<Vec<u8>>, timestamp_ms: i64
     }
 }
 
-/// What one offsets partition holds, per group: the latest committed offsets and the latest
-/// generation.
+/// What one offsets partition holds, per group: the latest committed offsets, the pending
+/// offsets of open transactions, and the latest generation.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LoadedGroups {
     /// Group id -> committed offsets.
     pub offsets: BTreeMap<String, BTreeMap<TopicPartition, CommittedOffset>>,
+    /// Group id -> offsets of transactions without their marker yet.
+    pub pending: BTreeMap<String, PendingOffsets>,
     /// Group id -> latest stored generation.
     pub generations: BTreeMap<String, u64>,
 }
 
 impl LoadedGroups {
-    /// Applies one stored record (later records win). Returns false for a record it cannot
-    /// read, which is skipped: a foreign record must not stop the coordinator from loading.
+    /// Applies one stored record (later records win; a transaction's records wait for its
+    /// marker). Returns false for a record it cannot read, which is skipped: a foreign record
+    /// must not stop the coordinator from loading.
     pub fn apply(&mut self, stored: &StoredRecord) -> bool {
+        if let Some(stamp) = stored.producer.filter(|s| s.kind.control()) {
+            // The marker ends the producer's open transaction: every record of it before here.
+            for (group, pending) in &mut self.pending {
+                let Some(ended) = pending.remove(&stamp.producer_id) else {
+                    continue;
+                };
+                if stamp.kind == StampKind::Commit {
+                    let committed = self.offsets.entry(group.clone()).or_default();
+                    for (tp, offset) in ended {
+                        commit_if_later(committed, tp, offset);
+                    }
+                }
+            }
+            self.pending.retain(|_, pending| !pending.is_empty());
+            return true;
+        }
         let Some(key) = stored.key.as_deref() else {
             return false;
         };
@@ -110,9 +158,25 @@ impl LoadedGroups {
                 topic,
                 partition,
             }) => match serde_json::from_slice::<CommittedOffset>(&stored.value) {
-                Ok(value) => {
+                Ok(mut value) => {
+                    value.record_offset = stored.offset;
                     let tp = TopicPartition { topic, partition };
-                    self.offsets.entry(group).or_default().insert(tp, value);
+                    match stored
+                        .producer
+                        .filter(|s| s.kind == StampKind::Transactional)
+                    {
+                        Some(stamp) => {
+                            self.pending
+                                .entry(group)
+                                .or_default()
+                                .entry(stamp.producer_id)
+                                .or_default()
+                                .insert(tp, value);
+                        }
+                        None => {
+                            self.offsets.entry(group).or_default().insert(tp, value);
+                        }
+                    }
                     true
                 }
                 Err(_) => false,
@@ -136,6 +200,7 @@ impl LoadedGroups {
         let mut ids: Vec<String> = self
             .offsets
             .keys()
+            .chain(self.pending.keys())
             .chain(self.generations.keys())
             .cloned()
             .collect();
@@ -171,6 +236,7 @@ mod tests {
             offset,
             metadata: String::new(),
             commit_timestamp_ms: 5,
+            record_offset: 0,
         };
         let meta = |generation| GroupRecord {
             generation,
@@ -192,5 +258,61 @@ mod tests {
         assert_eq!(loaded.offsets["g"][&tp].offset, 9);
         assert_eq!(loaded.generations["g"], 3);
         assert_eq!(loaded.group_ids(), ["g", "h"]);
+    }
+
+    fn stamped(offset: u64, record: Record, producer_id: i64, kind: StampKind) -> StoredRecord {
+        StoredRecord {
+            producer: Some(crate::storage::ProducerStamp {
+                producer_id,
+                producer_epoch: 0,
+                sequence: 0,
+                kind,
+            }),
+            ..StoredRecord::at(offset, record)
+        }
+    }
+
+    fn marker(offset: u64, producer_id: i64, kind: StampKind) -> StoredRecord {
+        let record = crate::ops::txn_markers::control_record(kind == StampKind::Commit, 0, 5);
+        stamped(offset, record, producer_id, kind)
+    }
+
+    #[test]
+    fn transactional_offsets_wait_for_their_marker_and_a_later_commit_wins() {
+        let tp = TopicPartition::new("t0", 0);
+        let commit = |offset| CommittedOffset {
+            offset,
+            metadata: String::new(),
+            commit_timestamp_ms: 5,
+            record_offset: 0,
+        };
+        let txn = StampKind::Transactional;
+        let mut loaded = LoadedGroups::default();
+        let committed = |loaded: &LoadedGroups| loaded.offsets["g"][&tp].offset;
+        assert!(loaded.apply(&stored(0, offset_record("g", &tp, &commit(7)))));
+        // Producer 3's transaction is aborted: its offset never counts.
+        assert!(loaded.apply(&stamped(1, offset_record("g", &tp, &commit(9)), 3, txn)));
+        assert_eq!(
+            (committed(&loaded), loaded.pending["g"][&3][&tp].offset),
+            (7, 9)
+        );
+        assert!(loaded.apply(&marker(2, 3, StampKind::Abort)));
+        assert_eq!(committed(&loaded), 7);
+        assert!(loaded.pending.is_empty());
+        // Its next transaction commits, but a plain commit after its record wins.
+        assert!(loaded.apply(&stamped(3, offset_record("g", &tp, &commit(11)), 3, txn)));
+        assert!(loaded.apply(&stored(4, offset_record("g", &tp, &commit(8)))));
+        assert!(loaded.apply(&marker(5, 3, StampKind::Commit)));
+        assert_eq!(committed(&loaded), 8);
+        // A committed transaction's offset after the last plain commit counts.
+        assert!(loaded.apply(&stamped(6, offset_record("g", &tp, &commit(12)), 3, txn)));
+        assert!(loaded.apply(&marker(7, 3, StampKind::Commit)));
+        assert_eq!(committed(&loaded), 12);
+        // Producer 4's marker does not end producer 5's transaction, which stays pending.
+        assert!(loaded.apply(&stamped(8, offset_record("g", &tp, &commit(14)), 5, txn)));
+        assert!(loaded.apply(&marker(9, 4, StampKind::Commit)));
+        assert_eq!(committed(&loaded), 12);
+        assert_eq!(loaded.pending["g"][&5][&tp].offset, 14);
+        assert_eq!(loaded.group_ids(), ["g"]);
     }
 }

@@ -655,6 +655,31 @@ impl Group {
         Ok(())
     }
 
+    /// Checks a transactional producer's offset commit (TxnOffsetCommit, Kafka's
+    /// `GroupCoordinator.doTxnCommitOffsets`): the producer need not be a member, so with no
+    /// member id and generation -1 (the request before KIP-447, v0-2) it commits whatever the
+    /// group's state; a member id must be a member's, and a generation the current one.
+    pub fn check_txn_commit(
+        &mut self,
+        now_ms: u64,
+        member_id: Option<&str>,
+        generation: i64,
+    ) -> Result<(), GroupError> {
+        self.tick(now_ms);
+        if self.state == GroupState::Dead {
+            return Err(self.unknown_member(member_id.unwrap_or("")));
+        }
+        if let Some(member_id) = member_id.filter(|id| !id.is_empty()) {
+            if !self.members.contains_key(member_id) {
+                return Err(self.unknown_member(member_id));
+            }
+        }
+        if generation >= 0 && u64::try_from(generation) != Ok(self.generation) {
+            return Err(self.illegal_generation(generation));
+        }
+        Ok(())
+    }
+
     /// The group moved away (its offsets partition is led elsewhere now): Dead.
     pub fn unload(&mut self) {
         self.state = GroupState::Dead;
@@ -768,15 +793,19 @@ impl Group {
             return Err(self.unknown_member(member_id));
         }
         if generation != self.generation {
-            return Err(error(
-                GroupErrorKind::IllegalGeneration,
-                format!(
-                    "generation {generation} is not {}'s current generation {}",
-                    self.group_id, self.generation
-                ),
-            ));
+            return Err(self.illegal_generation(generation));
         }
         Ok(())
+    }
+
+    fn illegal_generation(&self, generation: impl std::fmt::Display) -> GroupError {
+        error(
+            GroupErrorKind::IllegalGeneration,
+            format!(
+                "generation {generation} is not {}'s current generation {}",
+                self.group_id, self.generation
+            ),
+        )
     }
 
     fn unknown_member(&self, member_id: &str) -> GroupError {

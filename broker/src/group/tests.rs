@@ -192,6 +192,35 @@ fn a_client_outside_the_group_commits_only_while_it_is_empty() {
 }
 
 #[test]
+fn a_transactional_producer_commits_beside_the_members_and_a_stated_member_is_checked() {
+    let mut g = group();
+    let a = stable_with_one(&mut g);
+    let generation = i64::try_from(g.generation()).unwrap();
+    // Before KIP-447 (no member, generation -1) the producer commits into a Stable group,
+    // where a plain commit from outside it is refused.
+    g.check_txn_commit(1, None, -1).unwrap();
+    assert_eq!(
+        kind(g.check_commit(1, None, -1)),
+        GroupErrorKind::UnknownMemberId
+    );
+    // With the member's group metadata (v3): the member and its generation.
+    g.check_txn_commit(1, Some(&a), generation).unwrap();
+    assert_eq!(
+        kind(g.check_txn_commit(1, Some("nobody"), generation)),
+        GroupErrorKind::UnknownMemberId
+    );
+    assert_eq!(
+        kind(g.check_txn_commit(1, Some(&a), generation + 1)),
+        GroupErrorKind::IllegalGeneration
+    );
+    g.unload();
+    assert_eq!(
+        kind(g.check_txn_commit(1, None, -1)),
+        GroupErrorKind::NotCoordinator
+    );
+}
+
+#[test]
 fn session_timeout_removes_a_silent_member_and_rebalances() {
     let mut g = group();
     let a = stable_with_one(&mut g);

@@ -397,6 +397,10 @@ mod tests {
             ApiKey::EndTxn => {
                 kafka_protocol::messages::EndTxnRequest::default().encode(&mut buf, version)
             }
+            ApiKey::AddOffsetsToTxn => kafka_protocol::messages::AddOffsetsToTxnRequest::default()
+                .encode(&mut buf, version),
+            ApiKey::TxnOffsetCommit => kafka_protocol::messages::TxnOffsetCommitRequest::default()
+                .encode(&mut buf, version),
             other => panic!("{other:?} is not served"),
         };
         result.unwrap_or_else(|e| panic!("{key:?} v{version}: {e}"));

@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
     SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use tidewater_kafka_model::consumer_protocol;
+use tidewater_kafka_model::{consumer_protocol, ErrorCode};
 
 use super::errors::{code, group_code, of_group};
 use super::{reply, topic_text, wire, ConnectionError, KafkaContext, Reply, Request};
@@ -363,33 +363,27 @@ pub async fn offset_commit(
     let body: OffsetCommitRequest = request.decode()?;
     let group_id = text(&body.group_id.0);
     let member_id = text(&body.member_id);
-    let mut offsets = Vec::new();
-    let mut refused: Option<GroupError> = None;
-    for topic in &body.topics {
-        for p in &topic.partitions {
-            match (
-                u32::try_from(p.partition_index),
-                u64::try_from(p.committed_offset),
-            ) {
-                (Ok(partition), Ok(offset)) => offsets.push((
-                    TopicPartition::new(topic_text(&topic.name), partition),
-                    offset,
-                    p.committed_metadata.as_ref().map_or(String::new(), text),
-                )),
-                _ => {
-                    refused = Some(GroupError::Api(ApiError::new(
-                        ErrorKind::OffsetOutOfRange,
-                        format!(
-                            "offset {} of {}/{} is negative",
-                            p.committed_offset,
-                            topic_text(&topic.name),
-                            p.partition_index
-                        ),
-                    )))
-                }
-            }
-        }
-    }
+    let entries = body.topics.iter().flat_map(|topic| {
+        topic.partitions.iter().map(|p| {
+            let name = topic_text(&topic.name);
+            (
+                name,
+                p.partition_index,
+                p.committed_offset,
+                p.committed_metadata.as_ref(),
+            )
+        })
+    });
+    let (offsets, refused) = match commit_entries(entries) {
+        Ok(offsets) => (offsets, None),
+        Err(message) => (
+            Vec::new(),
+            Some(GroupError::Api(ApiError::new(
+                ErrorKind::OffsetOutOfRange,
+                message,
+            ))),
+        ),
+    };
     let outcome = match refused {
         Some(error) => Err(error),
         None => {
@@ -428,16 +422,44 @@ pub async fn offset_commit(
     Ok(reply(OffsetCommitResponse::default().with_topics(topics)))
 }
 
+/// The offsets of an OffsetCommit or TxnOffsetCommit as (partition, offset, metadata), from
+/// each entry's topic, partition index, offset and metadata; or why an entry is refused (a
+/// negative partition or offset).
+pub(super) fn commit_entries<'a>(
+    entries: impl Iterator<Item = (String, i32, i64, Option<&'a StrBytes>)>,
+) -> Result<Vec<(TopicPartition, u64, String)>, String> {
+    entries
+        .map(|(topic, partition, offset, metadata)| {
+            match (u32::try_from(partition), u64::try_from(offset)) {
+                (Ok(index), Ok(offset)) => Ok((
+                    TopicPartition::new(topic, index),
+                    offset,
+                    metadata.map_or(String::new(), text),
+                )),
+                _ => Err(format!(
+                    "offset {offset} of {topic}/{partition} is negative"
+                )),
+            }
+        })
+        .collect()
+}
+
 /// OffsetFetch (one group, v1-v7): the committed offsets asked for (all when the topic list
-/// is null); a partition without one answers offset -1.
+/// is null); a partition without one answers offset -1. With `require_stable` (v7, KIP-447:
+/// a read_committed consumer asks so), a partition with offsets of a transaction not ended
+/// yet answers UNSTABLE_OFFSET_COMMIT and offset -1, and the client retries.
 pub async fn offset_fetch(
     request: &mut Request,
     context: &KafkaContext,
 ) -> Result<Reply, ConnectionError> {
     let body: OffsetFetchRequest = request.decode()?;
     let group_id = text(&body.group_id.0);
-    let committed = match context.coordinator.fetch_offsets(&group_id).await {
-        Ok(committed) => committed,
+    let (committed, unstable) = match context
+        .coordinator
+        .fetch_offsets_and_unstable(&group_id)
+        .await
+    {
+        Ok(found) => found,
         Err(error) => {
             return Ok(reply(
                 OffsetFetchResponse::default().with_error_code(group_error(error).0),
@@ -465,12 +487,19 @@ pub async fn offset_fetch(
             let partitions = partitions
                 .into_iter()
                 .map(|p| {
-                    let found = u32::try_from(p).ok().and_then(|index| {
-                        committed.get(&TopicPartition::new(topic.clone(), index))
-                    });
+                    let tp = u32::try_from(p)
+                        .ok()
+                        .map(|index| TopicPartition::new(topic.clone(), index));
+                    let found = tp.as_ref().and_then(|tp| committed.get(tp));
                     let answer = OffsetFetchResponsePartition::default()
                         .with_partition_index(p)
                         .with_committed_leader_epoch(-1);
+                    if body.require_stable && tp.is_some_and(|tp| unstable.contains(&tp)) {
+                        return answer
+                            .with_committed_offset(-1)
+                            .with_metadata(Some(wire("")))
+                            .with_error_code(ErrorCode::UnstableOffsetCommit.code());
+                    }
                     match found {
                         Some(c) => answer
                             .with_committed_offset(c.offset as i64)

@@ -13,7 +13,8 @@
 //! - [`admin`]: Metadata, CreateTopics, DeleteTopics;
 //! - [`groups`]: the consumer group APIs.
 //! - [`producers`]: InitProducerId for idempotent and transactional producers;
-//! - [`txn`]: AddPartitionsToTxn and EndTxn, on the transaction coordinator;
+//! - [`txn`]: AddPartitionsToTxn, AddOffsetsToTxn and EndTxn, on the transaction coordinator,
+//!   and TxnOffsetCommit on the group coordinator;
 //! - [`schema`]: each served request's fields per version, for [`bounds`];
 //! - [`bounds`]: the pass that bounds every count in a request body by the bytes that remain
 //!   before the crate decodes it (issue 22: the crate pre-allocates from wire counts);
@@ -324,6 +325,8 @@ async fn handle_frame(
         ApiKey::OffsetFetch => groups::offset_fetch(&mut request, context).await?,
         ApiKey::AddPartitionsToTxn => txn::add_partitions_to_txn(&mut request, context).await?,
         ApiKey::EndTxn => txn::end_txn(&mut request, context).await?,
+        ApiKey::AddOffsetsToTxn => txn::add_offsets_to_txn(&mut request, context).await?,
+        ApiKey::TxnOffsetCommit => txn::txn_offset_commit(&mut request, context).await?,
         other => return Err(protocol(format!("{other:?} is not served"))),
     };
     match answer {

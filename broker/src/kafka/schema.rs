@@ -342,6 +342,34 @@ const END_TXN: Struct = fields(&[
     from("Committed", Ty::Bool, 0),
 ]);
 
+const ADD_OFFSETS_TO_TXN: Struct = fields(&[
+    from("TransactionalId", Ty::Str, 0),
+    from("ProducerId", Ty::I64, 0),
+    from("ProducerEpoch", Ty::I16, 0),
+    from("GroupId", Ty::Str, 0),
+]);
+
+const TXN_OFFSET_COMMIT_PARTITION: Struct = fields(&[
+    from("PartitionIndex", Ty::I32, 0),
+    from("CommittedOffset", Ty::I64, 0),
+    from("CommittedLeaderEpoch", Ty::I32, 2),
+    from("CommittedMetadata", Ty::Str, 0),
+]);
+const TXN_OFFSET_COMMIT_TOPIC: Struct = fields(&[
+    from("Name", Ty::Str, 0),
+    from("Partitions", Ty::Structs(&TXN_OFFSET_COMMIT_PARTITION), 0),
+]);
+const TXN_OFFSET_COMMIT: Struct = fields(&[
+    from("TransactionalId", Ty::Str, 0),
+    from("GroupId", Ty::Str, 0),
+    from("ProducerId", Ty::I64, 0),
+    from("ProducerEpoch", Ty::I16, 0),
+    from("GenerationId", Ty::I32, 3),
+    from("MemberId", Ty::Str, 3),
+    from("GroupInstanceId", Ty::Str, 3),
+    from("Topics", Ty::Structs(&TXN_OFFSET_COMMIT_TOPIC), 0),
+]);
+
 const EPOCH_PARTITION: Struct = fields(&[
     from("Partition", Ty::I32, 0),
     from("CurrentLeaderEpoch", Ty::I32, 2),
@@ -384,7 +412,9 @@ pub const REQUESTS: &[RequestSchema] = &[
     request(ApiKey::InitProducerId, 2, INIT_PRODUCER_ID),
     request(ApiKey::OffsetForLeaderEpoch, 4, OFFSET_FOR_LEADER_EPOCH),
     request(ApiKey::AddPartitionsToTxn, 3, ADD_PARTITIONS_TO_TXN),
+    request(ApiKey::AddOffsetsToTxn, 3, ADD_OFFSETS_TO_TXN),
     request(ApiKey::EndTxn, 3, END_TXN),
+    request(ApiKey::TxnOffsetCommit, 3, TXN_OFFSET_COMMIT),
 ];
 
 /// The request description of `key`, or `None` for an API not described (not served).

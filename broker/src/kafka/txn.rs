@@ -1,7 +1,9 @@
 //! The transaction APIs a transactional producer sends to its coordinator
 //! ([`crate::txn::TransactionCoordinator`]): AddPartitionsToTxn (v0–3, the client's form;
-//! v4+ is the brokers' verification of KIP-890, not served) and EndTxn (v0–4; v5 belongs to
-//! transaction version 2, which this broker does not finalize, so clients stay on version 1).
+//! v4+ is the brokers' verification of KIP-890, not served), AddOffsetsToTxn (v0–3) and EndTxn
+//! (v0–4; v5 belongs to transaction version 2, which this broker does not finalize, so
+//! clients stay on version 1); and the one it sends to the group's coordinator,
+//! TxnOffsetCommit (v0–3; v4+ belong to KIP-890), on [`crate::group::GroupCoordinator`].
 //! InitProducerId with a transactional id is in [`super::producers`], FindCoordinator for
 //! transactions in [`super::groups`].
 
@@ -10,12 +12,20 @@ use std::collections::BTreeSet;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse,
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 use tidewater_kafka_model::ErrorCode;
 
+use super::errors::of_group;
+use super::groups::commit_entries;
 use super::{partition_index, reply, topic_text, ConnectionError, KafkaContext, Reply, Request};
+use crate::group::offsets::OFFSETS_TOPIC;
 use crate::txn::state::{ProducerIdAndEpoch, TxnRefusal};
 
 /// PRODUCER_FENCED as a client of `version` understands it: Kafka answers
@@ -109,6 +119,139 @@ pub async fn add_partitions_to_txn(
     Ok(reply(
         AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics),
     ))
+}
+
+/// AddOffsetsToTxn: adds the group's `__consumer_offsets` partition to the transaction
+/// (Kafka's `handleAddOffsetsToTxnRequest`), so the transaction's marker reaches the offsets
+/// its TxnOffsetCommit writes there.
+pub async fn add_offsets_to_txn(
+    request: &mut Request,
+    context: &KafkaContext,
+) -> Result<Reply, ConnectionError> {
+    let version = request.version();
+    let body: AddOffsetsToTxnRequest = request.decode()?;
+    let transactional_id = body.transactional_id.0.as_str().to_string();
+    let group_id = body.group_id.0.as_str().to_string();
+    let producer = ProducerIdAndEpoch {
+        producer_id: body.producer_id.0,
+        producer_epoch: body.producer_epoch,
+    };
+    let error_code = match context.coordinator.offsets_partition_of(&group_id).await {
+        Err(error) => of_group(&error).0,
+        Ok(partition) => {
+            let partitions = BTreeSet::from([(OFFSETS_TOPIC.to_string(), partition)]);
+            match context
+                .transactions
+                .add_partitions(&transactional_id, producer, &partitions)
+                .await
+            {
+                Ok(()) => 0,
+                Err(refusal) => {
+                    logged("AddOffsetsToTxn", &transactional_id, &refusal);
+                    fenced_for(refusal.code, version, 2)
+                }
+            }
+        }
+    };
+    Ok(reply(
+        AddOffsetsToTxnResponse::default().with_error_code(error_code),
+    ))
+}
+
+/// TxnOffsetCommit: the producer's offsets for the group, pending until its transaction ends
+/// ([`crate::group::GroupCoordinator::txn_commit`]). A failed append answers as Kafka's
+/// `GroupMetadataManager.storeOffsets` maps it, so the client retries what may be retried:
+/// not enough replicas or a timeout is COORDINATOR_NOT_AVAILABLE, a lost leadership
+/// NOT_COORDINATOR; an older producer epoch stays INVALID_PRODUCER_EPOCH (fenced).
+pub async fn txn_offset_commit(
+    request: &mut Request,
+    context: &KafkaContext,
+) -> Result<Reply, ConnectionError> {
+    let body: TxnOffsetCommitRequest = request.decode()?;
+    let group_id = body.group_id.0.as_str().to_string();
+    let member_id = body.member_id.as_str().to_string();
+    let entries = body.topics.iter().flat_map(|topic| {
+        topic.partitions.iter().map(|p| {
+            let name = topic_text(&topic.name);
+            (
+                name,
+                p.partition_index,
+                p.committed_offset,
+                p.committed_metadata.as_ref(),
+            )
+        })
+    });
+    let (offsets, negative) = match commit_entries(entries) {
+        Ok(offsets) => (offsets, None),
+        Err(message) => {
+            tracing::debug!(%group_id, %message, "transactional offset commit refused");
+            (Vec::new(), Some(ErrorCode::InvalidCommitOffsetSize.code()))
+        }
+    };
+    let error_code = match negative {
+        Some(code) => code,
+        None => {
+            let member = (!member_id.is_empty()).then_some(member_id.as_str());
+            let outcome = context
+                .coordinator
+                .txn_commit(
+                    &group_id,
+                    (body.producer_id.0, body.producer_epoch),
+                    member,
+                    i64::from(body.generation_id),
+                    offsets,
+                )
+                .await;
+            match outcome {
+                Ok(()) => 0,
+                Err(error) => {
+                    let (code, message) = of_group(&error);
+                    tracing::debug!(%group_id, code, %message, "transactional offset commit refused");
+                    stored_offsets_code(code)
+                }
+            }
+        }
+    };
+    let topics = body
+        .topics
+        .iter()
+        .map(|topic| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(
+                    topic
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(error_code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    Ok(reply(
+        TxnOffsetCommitResponse::default().with_topics(topics),
+    ))
+}
+
+/// Kafka's mapping of an offsets append's error (`GroupMetadataManager.storeOffsets`).
+fn stored_offsets_code(code: i16) -> i16 {
+    let is = |e: ErrorCode| code == e.code();
+    if is(ErrorCode::UnknownTopicOrPartition)
+        || is(ErrorCode::NotEnoughReplicas)
+        || is(ErrorCode::NotEnoughReplicasAfterAppend)
+        || is(ErrorCode::RequestTimedOut)
+    {
+        ErrorCode::CoordinatorNotAvailable.code()
+    } else if is(ErrorCode::NotLeaderOrFollower) || is(ErrorCode::KafkaStorageError) {
+        ErrorCode::NotCoordinator.code()
+    } else if is(ErrorCode::MessageTooLarge) || is(ErrorCode::RecordListTooLarge) {
+        ErrorCode::InvalidCommitOffsetSize.code()
+    } else {
+        code
+    }
 }
 
 /// EndTxn: answered once the coordinator stored PrepareCommit or PrepareAbort.

@@ -32,7 +32,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 

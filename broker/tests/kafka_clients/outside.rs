@@ -140,3 +140,62 @@ pub fn assert_group_split_and_committed(answer: &Value) {
     }
     assert_eq!(answer["committed"], Value::Object(expected));
 }
+
+/// The `txn-offsets` step's answer: offsets sent in a transaction count once it commits and
+/// never when it aborts (by the client or by a fencing successor), an open transaction's do
+/// not show; the fenced producer's commit fails; a new member of the group resumes exactly
+/// where the committed offsets stand. Each of the step's readings is every distinct answer of
+/// OffsetFetch in order: after a commit the answers go from the offsets before it to the
+/// transaction's and through nothing else (both systems answer EndTxn before the markers are
+/// written, so the first answers may still be the old ones); after the abort, while the third
+/// transaction is open and after the fencing, 2 s of answers are all the first commit's. The
+/// expected reads come from the step's layout: input `in{i}` went to partition `i % 3` at
+/// offset `i / 3` (ten per partition), and the committed transaction's output
+/// `out-committed` to partition 0 after them, at offset 10.
+pub fn assert_transactional_offsets(answer: &Value) {
+    eprintln!("txn-offsets answered: {answer}");
+    assert_eq!(
+        answer["polled"],
+        json!(30),
+        "the member polled every input: {answer}"
+    );
+    let reached = |key: &str, before: &Value, after: &Value| {
+        let seen = answer[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key}: {answer}"));
+        assert_eq!(
+            seen.last(),
+            Some(after),
+            "{key} reached the commit's offsets: {answer}"
+        );
+        assert!(
+            seen[..seen.len() - 1].iter().all(|a| a == before),
+            "{key} showed only the offsets before and after the commit: {answer}"
+        );
+    };
+    let committed = json!({"0": 3, "1": 5, "2": 7});
+    reached("after_commit", &json!({}), &committed);
+    for key in ["after_abort", "while_open", "after_fencing"] {
+        assert_eq!(answer[key], json!([committed]), "{key}: {answer}");
+    }
+    assert!(
+        answer["fenced"].is_string(),
+        "the fenced producer's commit failed: {answer}"
+    );
+    let last = json!({"0": 10, "1": 5, "2": 7});
+    reached("after_successor", &committed, &last);
+    let mut expected = serde_json::Map::new();
+    for (partition, from) in last.as_object().unwrap() {
+        let p: u64 = partition.parse().unwrap();
+        let mut reads: Vec<Value> = (from.as_u64().unwrap()..10)
+            .map(|offset| json!([offset, format!("in{}", 3 * offset + p)]))
+            .collect();
+        if p == 0 {
+            reads.push(json!([10, "out-committed"]));
+        }
+        if !reads.is_empty() {
+            expected.insert(partition.clone(), Value::Array(reads));
+        }
+    }
+    assert_eq!(answer["resumed"], Value::Object(expected), "{answer}");
+}
