@@ -178,8 +178,9 @@ pub fn assert_transactional_offsets(answer: &Value) {
     for key in ["after_abort", "while_open", "after_fencing"] {
         assert_eq!(answer[key], json!([committed]), "{key}: {answer}");
     }
-    assert!(
-        answer["fenced"].is_string(),
+    assert_eq!(
+        answer["fenced"],
+        json!("ProducerFencedError"),
         "the fenced producer's commit failed: {answer}"
     );
     let last = json!({"0": 10, "1": 5, "2": 7});
