@@ -9,9 +9,10 @@
 //! follower still reaches the controller. See [`FaultKind`] and `docs/nemesis.md`.
 //!
 //! The first faults of every schedule are not left to the draw: one fault that diverges the
-//! leader and one that loses the ISR, in a seeded order ([`Lead`]), each drawn by weight
-//! within its class; only then does the whole weighted table take over. Independent draws
-//! left some minutes without either, and those minutes caught half the deliberate bugs.
+//! leader, one that loses the ISR and one that leaves a live but stale follower, in a seeded
+//! order ([`Lead`]), each drawn by weight within its class; only then does the whole weighted
+//! table take over. Independent draws left some minutes without them, and those minutes
+//! caught half the deliberate bugs.
 //!
 //! Fault lengths are drawn relative to the cluster's own timeouts ([`ClusterTimeouts`]): a
 //! fault meant to move leadership lasts 1.5 to 3 times the longer of
@@ -100,6 +101,13 @@ pub enum FaultKind {
     /// Exposes an ISR below `min.insync.replicas` that still acknowledges, and an election of
     /// an out-of-sync replica.
     IsrCascade,
+    /// One follower cut from the leader only, so it stays alive and heartbeating to the
+    /// controller while the leader drops it from the ISR; then every other in-sync replica
+    /// killed and the cut healed. The stale follower is the only live replica, and only the
+    /// controller's ISR says it may not lead: exposes an ISR shrink the controller never
+    /// heard of (and unclean elections), which a killed follower cannot, because the
+    /// controller fences a dead broker and shrinks the ISR itself.
+    StaleFollower,
     /// Cut the leader's power (its unsynced writes are lost), boot it after a failover.
     PowerLossLeader,
     /// Cut one random broker's power.
@@ -169,6 +177,12 @@ const KINDS: &[KindInfo] = &[
         1,
     ),
     kind(FaultKind::IsrCascade, "isr-cascade", &[Fault::Kill], 8),
+    kind(
+        FaultKind::StaleFollower,
+        "stale-follower",
+        &[Fault::Partition, Fault::Kill],
+        3,
+    ),
     kind(
         FaultKind::PowerLossLeader,
         "power-loss-leader",
@@ -390,7 +404,7 @@ fn round(s: f64) -> f64 {
 /// The classes of fault every run's first faults cover, one fault each, in a shuffled
 /// order, before the rest are drawn from the whole weighted table: most deliberate bugs (and
 /// the real ones they model) need one of them, and independent draws left some 60 s runs
-/// without either (docs/detection.md, "Rates over ten seeds").
+/// without them (docs/detection.md, "Rates over ten seeds").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lead {
     /// The leader cut off while clients still write to it, then healed: it appends what it
@@ -398,13 +412,16 @@ enum Lead {
     /// (divergent suffixes, epochs not bumped, acks answered before replication).
     Diverge,
     /// The ISR shrunk below `min.insync.replicas` and its last members killed, so an
-    /// election has only stale replicas left (unclean elections, acks under the minimum,
-    /// ISR changes the controller never heard of).
+    /// election has only stale replicas left (unclean elections, acks under the minimum).
     IsrLoss,
+    /// A live follower dropped from the ISR by its leader, then the rest of the ISR killed:
+    /// only the controller's ISR keeps the stale follower from leading (ISR changes the
+    /// controller never heard of, unclean elections).
+    StaleIsr,
 }
 
 impl Lead {
-    const ALL: [Lead; 2] = [Lead::Diverge, Lead::IsrLoss];
+    const ALL: [Lead; 3] = [Lead::Diverge, Lead::IsrLoss, Lead::StaleIsr];
 
     /// The kinds of this class.
     fn kinds(self) -> &'static [FaultKind] {
@@ -415,6 +432,7 @@ impl Lead {
                 FaultKind::Failback,
             ],
             Lead::IsrLoss => &[FaultKind::IsrCascade, FaultKind::KillIsr],
+            Lead::StaleIsr => &[FaultKind::StaleFollower],
         }
     }
 
@@ -642,6 +660,7 @@ impl Draw<'_> {
             }
             FaultKind::RollingRestart => self.rolling_restart(rng, bind),
             FaultKind::IsrCascade => self.isr_cascade(rng, bind),
+            FaultKind::StaleFollower => self.stale_follower(rng, bind),
             FaultKind::PowerLossLeader => {
                 let length = self.failover(rng, 1.0, 2.5);
                 self.node_fault(power_loss, start, self.leader(), bind, length)
@@ -764,6 +783,46 @@ impl Draw<'_> {
             ),
         ];
         (steps, smaller_isr_s + leader_alone_s + 1.0 + stale_alone_s)
+    }
+
+    /// Cut a follower from the leader alone for longer than `replica.lag.time.max.ms`, kill
+    /// the rest of the ISR, heal, and start them after the session timeout has fenced them.
+    fn stale_follower(&self, rng: &mut StdRng, bind: &str) -> (Vec<Step>, f64) {
+        let key = self.key;
+        // The leader drops a follower that has not caught up for replica.lag.time.max.ms,
+        // checked every half of it; the cut does not need to outlast the session timeout,
+        // since the follower still heartbeats to the controller.
+        let lag_s =
+            round(self.timeouts.replica_lag_time_max_ms as f64 / 1000.0 * rng.gen_range(2.0..=3.5));
+        let stale_alone_s = round(self.timeouts.session_s() * rng.gen_range(1.25..=2.0));
+        let stale = format!("{bind}-stale");
+        let isr = format!("{bind}-isr");
+        let steps = vec![
+            bound(
+                Action::Cut {
+                    target: Target::Follower(self.key()),
+                    from: self.leader(),
+                },
+                &stale,
+            ),
+            after(
+                lag_s,
+                bound(
+                    Action::Kill {
+                        target: target(&format!("isr:{key} except @{stale}")),
+                    },
+                    &isr,
+                ),
+            ),
+            after(0.5, Step::new(Action::Heal)),
+            after(
+                stale_alone_s,
+                Step::new(Action::Start {
+                    target: bound_to(&isr),
+                }),
+            ),
+        ];
+        (steps, lag_s + 0.5 + stale_alone_s)
     }
 
     /// Restart every broker in a seeded order, each once the key's ISR is full again.
@@ -968,8 +1027,8 @@ mod tests {
                     .any(|(kind, _, end_s)| kind == "isr-cascade" && *end_s <= 60.0)
             })
             .count();
-        // 370 of 400 since the ISR loss leads every schedule (235 when every fault was drawn
-        // from the whole table).
+        // 341 of 400 since an ISR loss is one of the three leading faults (370 with two
+        // leading classes, 235 when every fault was drawn from the whole table).
         assert!(
             with_cascade as u64 * 4 >= seeds * 3,
             "{with_cascade} of {seeds}"
@@ -977,29 +1036,40 @@ mod tests {
     }
 
     #[test]
-    fn every_default_minute_leads_with_a_diverging_leader_and_an_isr_loss_in_either_order() {
+    fn every_default_minute_leads_with_one_fault_of_each_leading_class_in_a_seeded_order() {
         let three: Vec<String> = ["c1", "n1", "n2", "n3"].map(String::from).to_vec();
         let default = parse_faults("kill,pause,partition").unwrap();
-        let diverge = ["isolate-leader", "leader-cut", "failback"];
-        let isr_loss = ["isr-cascade", "kill-isr"];
+        let class = |kind: &str| match kind {
+            "isolate-leader" | "leader-cut" | "failback" => "diverge",
+            "isr-cascade" | "kill-isr" => "isr loss",
+            "stale-follower" => "stale isr",
+            other => other.to_string().leak(),
+        };
         let mut orders = std::collections::BTreeSet::new();
         let mut later = std::collections::BTreeSet::new();
-        for seed in 1..=200 {
+        let mut whole = 0;
+        let seeds = 400;
+        for seed in 1..=seeds {
             let p = random_plan(seed, &default, 5.0, 60.0, &three, "t0/0", timeouts()).unwrap();
             let faults = fault_times(&p);
-            assert!(faults.len() >= 2, "seed {seed}: {faults:?}");
-            let (first, second) = (faults[0].0.as_str(), faults[1].0.as_str());
-            let order = if diverge.contains(&first) && isr_loss.contains(&second) {
-                "diverge first"
-            } else if isr_loss.contains(&first) && diverge.contains(&second) {
-                "isr loss first"
-            } else {
-                panic!("seed {seed} leads with {first}, {second}")
-            };
-            orders.insert(order);
-            later.extend(faults[2..].iter().map(|f| f.0.clone()));
+            assert!(faults.len() >= 3, "seed {seed}: {faults:?}");
+            let mut leading: Vec<&str> = faults[..3].iter().map(|f| class(&f.0)).collect();
+            orders.insert(leading.join(", "));
+            leading.sort();
+            assert_eq!(
+                leading,
+                ["diverge", "isr loss", "stale isr"],
+                "seed {seed}: {faults:?}"
+            );
+            if faults[2].2 <= 60.0 {
+                whole += 1;
+            }
+            later.extend(faults[3..].iter().map(|f| f.0.clone()));
         }
-        assert_eq!(orders.len(), 2, "{orders:?}");
+        // Every order of the three classes comes up.
+        assert_eq!(orders.len(), 6, "{orders:?}");
+        // Nominal times: most minutes hold all three to their end.
+        assert!(whole * 4 >= seeds * 3, "{whole} of {seeds}");
         // Later faults still come from the whole table.
         assert!(
             later.contains("pause-leader") && later.contains("kill-one"),
@@ -1008,10 +1078,41 @@ mod tests {
         // Without a kill, no ISR loss can be drawn: the leading faults are the divergent ones.
         let partition = parse_faults("partition").unwrap();
         let p = random_plan(1, &partition, 5.0, 60.0, &three, "t0/0", timeouts()).unwrap();
-        assert!(diverge.contains(&fault_times(&p)[0].0.as_str()), "{p:?}");
-        // Named kinds outside both classes are drawn as before.
+        assert_eq!(class(&fault_times(&p)[0].0), "diverge", "{p:?}");
+        // Named kinds outside every class are drawn as before.
         let p = plan(3, &[FaultKind::PauseOne], 60.0);
         assert!(kinds(&p).iter().all(|k| k == "pause-one"));
+    }
+
+    #[test]
+    fn stale_follower_cuts_a_follower_from_the_leader_then_kills_the_rest_of_the_isr() {
+        let plan = plan(17, &[FaultKind::StaleFollower], 30.0);
+        let fault: Vec<(&str, String)> = plan.step[..4]
+            .iter()
+            .map(|s| {
+                let target = s.action.target().map(Target::to_string).unwrap_or_default();
+                (s.action.name(), target)
+            })
+            .collect();
+        assert_eq!(
+            fault,
+            [
+                ("cut", "follower:t0/0".to_string()),
+                ("kill", "isr:t0/0 except @f0-stale".into()),
+                ("heal", String::new()),
+                ("start", "@f0-isr".into()),
+            ]
+        );
+        let Action::Cut { from, .. } = &plan.step[0].action else {
+            panic!("not a cut: {:?}", plan.step[0]);
+        };
+        assert_eq!(from.to_string(), "leader:t0/0");
+        // Cut for longer than replica.lag.time.max.ms (2.5 s), so the leader drops the
+        // follower; the rest stay dead past the session timeout (4 s), so they are fenced.
+        let cut_s = after_s(&plan.step[1]).unwrap();
+        assert!((5.0..=8.75).contains(&cut_s), "cut for {cut_s} s");
+        let dead_s = after_s(&plan.step[3]).unwrap();
+        assert!((5.0..=8.0).contains(&dead_s), "dead for {dead_s} s");
     }
 
     #[test]
