@@ -1217,6 +1217,37 @@ async fn bug_ignore_min_insync_acknowledges_with_a_short_isr_and_says_so() {
 
 #[cfg(feature = "deliberate-bugs")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bug_min_insync_after_append_refuses_a_record_it_has_appended() {
+    let cluster = Cluster::start(
+        15000,
+        &[
+            ("replica.lag.time.max.ms", "1000"),
+            ("tidewater.bug.min.insync.after.append.enable", "true"),
+        ],
+    )
+    .await;
+    cluster
+        .create_topic("t", 3, json!({"min.insync.replicas": "3"}))
+        .await;
+    cluster.shrink_isr_to_1_and_2("t").await;
+    cluster
+        .wait_for("the leader to count the shrink", |c| async move {
+            (c.metric(1, "isr_shrinks_total").await >= 1).then_some(())
+        })
+        .await;
+    let leo_before = cluster.local_log(1, "t").await.unwrap().2;
+    // The same answer a correct broker gives (`paused_follower_leaves_and_rejoins_isr_and_min_isr_gates_acks_all`)...
+    let refused = cluster.produce(1, "t", "refused", "all").await;
+    assert_eq!(refused, Err((503, "NOT_ENOUGH_REPLICAS".to_string())));
+    // ... but the record is in the leader's log, the one thing that answer rules out.
+    let (records, _, leo_after) = cluster.local_log(1, "t").await.unwrap();
+    assert_eq!(leo_after, leo_before + 1);
+    assert_eq!(records.last(), Some(&(leo_before, "refused".to_string())));
+    cluster.broker(3).resume();
+}
+
+#[cfg(feature = "deliberate-bugs")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bug_ack_before_replication_acknowledges_what_no_follower_has() {
     let cluster = Cluster::start(
         15000,

@@ -34,7 +34,7 @@ pub const FLUSHED_PLANS: [&str; 1] = ["power-loss-cluster"];
 /// The deliberate bugs of `broker/src/bugs.rs` (`Bug::ALL`, short names), the default rows. The
 /// harness reaches the broker only as a process, so the list is repeated here; a name the
 /// broker does not know is refused by its own schema before the first run.
-pub const BUGS: [&str; 8] = [
+pub const BUGS: [&str; 9] = [
     "ack.before.replication",
     "hw.max.of.isr",
     "keep.divergent.suffix",
@@ -43,6 +43,7 @@ pub const BUGS: [&str; 8] = [
     "shrink.isr.without.controller",
     "unclean.election.parse",
     "ignore.min.insync",
+    "min.insync.after.append",
 ];
 /// The deliberate bugs of the transactional parts (coordinator, markers, last stable offset,
 /// fencing), the default rows of `--workload txn`.

@@ -98,14 +98,17 @@ impl ReplicaManager {
             };
             check_client_leader_epoch(client_epoch, leader_epoch)?;
             let isr_size = state.isr().len();
-            if acks_all
+            let isr_short = acks_all
                 && isr_size < usize::from(min_insync_replicas)
-                && !self.settings.bugs.on(Bug::IgnoreMinInsync)
-            {
-                return Err(ApiError::new(
+                && !self.settings.bugs.on(Bug::IgnoreMinInsync);
+            let refused = || {
+                ApiError::new(
                     ErrorKind::NotEnoughReplicas,
                     format!("the ISR has {isr_size} replicas, fewer than min.insync.replicas={min_insync_replicas}; nothing was written"),
-                ));
+                )
+            };
+            if isr_short && !self.settings.bugs.on(Bug::MinInsyncAfterAppend) {
+                return Err(refused());
             }
             let mut log = replica.log.lock();
             // A retry of a batch the log holds (appended here or replicated from an earlier
@@ -117,6 +120,11 @@ impl ReplicaManager {
             if appended.duplicate.is_none() {
                 advance_leader_hw(state, &mut log);
                 replica.publish(&log);
+            }
+            if isr_short {
+                // Deliberate bug `min.insync.after.append`: the refusal comes after the append,
+                // and still says nothing was written.
+                return Err(refused());
             }
             (
                 appended.base_offset,
