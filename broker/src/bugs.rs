@@ -29,6 +29,9 @@ pub enum Bug {
     /// The `min.insync.replicas` refusal comes after the append: NOT_ENOUGH_REPLICAS is
     /// answered for a record the log holds.
     MinInsyncAfterAppend,
+    /// Records a follower appends are not counted toward `flush.messages`: with
+    /// `flush.messages=1` followers do not fsync per append.
+    FollowerFlushUncounted,
     /// The transaction coordinator skips the abort marker of a transaction's first partition.
     TxnAbortMarkerSkipped,
     /// The last stable offset is the high watermark: open transactions do not hold it.
@@ -43,7 +46,7 @@ pub enum Bug {
 
 impl Bug {
     /// Every deliberate bug, in the order of the detection table.
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 15] = [
         Bug::AckBeforeReplication,
         Bug::HwMaxOfIsr,
         Bug::KeepDivergentSuffix,
@@ -53,6 +56,7 @@ impl Bug {
         Bug::UncleanElectionParse,
         Bug::IgnoreMinInsync,
         Bug::MinInsyncAfterAppend,
+        Bug::FollowerFlushUncounted,
         Bug::TxnAbortMarkerSkipped,
         Bug::TxnLsoIgnoresOpen,
         Bug::TxnStaleEpochAccepted,
@@ -72,6 +76,7 @@ impl Bug {
             Bug::UncleanElectionParse => "tidewater.bug.unclean.election.parse.enable",
             Bug::IgnoreMinInsync => "tidewater.bug.ignore.min.insync.enable",
             Bug::MinInsyncAfterAppend => "tidewater.bug.min.insync.after.append.enable",
+            Bug::FollowerFlushUncounted => "tidewater.bug.follower.flush.uncounted.enable",
             Bug::TxnAbortMarkerSkipped => "tidewater.bug.txn.abort.marker.skipped.enable",
             Bug::TxnLsoIgnoresOpen => "tidewater.bug.txn.lso.ignores.open.enable",
             Bug::TxnStaleEpochAccepted => "tidewater.bug.txn.stale.epoch.accepted.enable",
@@ -99,6 +104,7 @@ impl Bug {
             Bug::UncleanElectionParse => "The controller reads unclean.leader.election.enable=false as enabled. Models a config parse or precedence bug (a topic override ignored, a default inverted; KIP-106 changed the default to false): an out-of-sync replica is elected and acknowledged records are lost.",
             Bug::IgnoreMinInsync => "acks=all is acknowledged with an ISR smaller than min.insync.replicas. Models a leader that skips the NOT_ENOUGH_REPLICAS check in Partition.appendRecordsToLeader: the write is durable on fewer replicas than the user asked for, which loses nothing until a second failure. min.insync.replicas itself came out of Jepsen's 2013 Kafka analysis (KAFKA-1555), where an ISR shrunk to the leader alone lost acknowledged writes.",
             Bug::MinInsyncAfterAppend => "With acks=all and an ISR smaller than min.insync.replicas, the leader appends the batch and only then refuses it with NOT_ENOUGH_REPLICAS, the error that says nothing was written. Models a check moved to the wrong side of the append, or the two errors Kafka keeps apart confused: NOT_ENOUGH_REPLICAS is raised in Partition.appendRecordsToLeader before anything is appended, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank after the append (the record may survive). A producer told its write definitely failed gives up on it (or sends it again), while the record stays in the log, is replicated when the ISR grows back and is read by consumers: a failed write that is visible.",
+            Bug::FollowerFlushUncounted => "Records a follower appends from its fetches are not counted toward flush.messages, so with flush.messages=1 a follower fsyncs only when it rolls a segment or flushes on shutdown, while the leader fsyncs every append. Models fsync accounting kept on one append path only (in Kafka both the leader's and the replica fetcher's appends go through UnifiedLog.append, whose unflushed-message count decides the flush): a whole-cluster power cut then takes from every follower what it acknowledged as replicated, and when a follower is elected after the cut, acknowledged records are lost although every append was meant to be on disk.",
             Bug::TxnAbortMarkerSkipped => "The transaction coordinator counts the abort marker of a transaction's first partition as written without writing it. Models the lost-marker class (KAFKA-12671, a hanging transaction after a marker was not written; the markers KIP-890 hardens): on that partition the aborted records stay part of an open transaction, which the producer's next commit marker then commits, so read_committed consumers read aborted writes (G1a).",
             Bug::TxnLsoIgnoresOpen => "The last stable offset is the high watermark: an open transaction does not hold it. Models a partition leader that forgets a producer's ongoing transaction when it computes the LSO (the LSO bugs around producer-state loading, e.g. KAFKA-9144's stale first offsets): read_committed consumers read records of transactions that are not decided yet and may still abort.",
             Bug::TxnStaleEpochAccepted => "A transactional produce carrying a producer epoch older than the producer's current one is appended instead of refused with INVALID_PRODUCER_EPOCH. Models a zombie producer that fencing does not stop (the class KIP-98's epochs and KIP-588 exist for): a producer fenced by a newer instance of its transactional id still writes into the partition.",

@@ -729,6 +729,7 @@ impl Config {
             flush_messages: self.log_flush_interval_messages,
             index_interval_bytes: self.log_index_interval_bytes,
             max_message_bytes: self.message_max_bytes,
+            follower_appends_uncounted: self.bugs.on(crate::bugs::Bug::FollowerFlushUncounted),
         }
     }
 
@@ -891,6 +892,7 @@ impl TopicConfig {
                 .index_interval_bytes
                 .unwrap_or(base.index_interval_bytes),
             max_message_bytes: self.max_message_bytes.unwrap_or(base.max_message_bytes),
+            follower_appends_uncounted: base.follower_appends_uncounted,
         }
     }
 

@@ -74,6 +74,14 @@ pub struct LogAppend {
     pub duplicate: Option<i64>,
 }
 
+/// Who writes a batch: the leader (from a producer, offsets assigned here) or a follower
+/// (fetched from the leader, offsets kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Appender {
+    Leader,
+    Follower,
+}
+
 impl Log {
     /// Opens the log in `dir`, creating the directory and an empty log if needed. After an
     /// unclean stop it verifies every batch from the segment holding the recovery point on,
@@ -223,7 +231,7 @@ impl Log {
             encoder.push(record.timestamp_ms, record.key.as_deref(), &record.value);
         }
         encoder.finish();
-        let result = self.append_encoded(&scratch);
+        let result = self.append_encoded(&scratch, Appender::Leader);
         self.scratch = scratch;
         result?;
         Ok(LogAppend {
@@ -301,7 +309,7 @@ impl Log {
         for batch in batches {
             scratch.clear();
             batch::encode(&mut scratch, batch);
-            result = self.append_encoded(&scratch);
+            result = self.append_encoded(&scratch, Appender::Follower);
             if result.is_err() {
                 break;
             }
@@ -351,7 +359,7 @@ impl Log {
         }
         let mut position = 0;
         for &length in &lengths {
-            self.append_encoded(&bytes[position..position + length])?;
+            self.append_encoded(&bytes[position..position + length], Appender::Follower)?;
             position += length;
         }
         Ok(lengths.len())
@@ -359,12 +367,12 @@ impl Log {
 
     /// Writes one encoded batch whose base offset is the LEO: rolls if needed, records a new
     /// leader epoch, writes, and fsyncs when `flush.messages` records are unflushed.
-    fn append_encoded(&mut self, bytes: &[u8]) -> Result<(), LogError> {
-        let result = self.write_encoded(bytes);
+    fn append_encoded(&mut self, bytes: &[u8], appender: Appender) -> Result<(), LogError> {
+        let result = self.write_encoded(bytes, appender);
         self.logged("append", result)
     }
 
-    fn write_encoded(&mut self, bytes: &[u8]) -> Result<(), LogError> {
+    fn write_encoded(&mut self, bytes: &[u8], appender: Appender) -> Result<(), LogError> {
         let header = BatchHeader::parse(bytes).expect("freshly encoded batch");
         assert_eq!(
             header.base_offset, self.log_end_offset,
@@ -398,7 +406,11 @@ impl Log {
                 header.max_timestamp_ms,
             );
         }
-        self.unflushed_messages += u64::from(header.record_count);
+        // Deliberate bug `follower.flush.uncounted`: a follower's appends are not counted
+        // toward `flush.messages`, so a follower fsyncs only when it rolls or flushes.
+        if !(appender == Appender::Follower && self.config.follower_appends_uncounted) {
+            self.unflushed_messages += u64::from(header.record_count);
+        }
         if self.unflushed_messages >= self.config.flush_messages {
             // The recovery point is only checkpointed by flush(): fsyncing a checkpoint per
             // append would double the cost, and a stale one only widens recovery.
@@ -1991,6 +2003,34 @@ mod tests {
         assert_eq!(entries, vec![(1, 0), (2, 10)]);
         assert_eq!(fs::read_to_string(&path).unwrap(), "0\n2\n1 0\n2 10\n");
         assert_eq!(read_all(&log), expected(0..30));
+    }
+
+    #[test]
+    fn flush_messages_counts_a_followers_appends_unless_the_bug_says_otherwise() {
+        let leader_dir = tempfile::tempdir().unwrap();
+        let mut leader = Log::open(leader_dir.path(), small_config()).unwrap();
+        fill(&mut leader, 4, 1);
+        let flushed = LogConfig {
+            flush_messages: 1,
+            ..small_config()
+        };
+        // (recovery point after the fetched batches, after the verbatim bytes)
+        let follow = |config: LogConfig| {
+            let dir = tempfile::tempdir().unwrap();
+            let mut follower = Log::open(dir.path(), config).unwrap();
+            let batches = leader.read_batches(0, usize::MAX, 2).unwrap();
+            follower.append_batches(&batches).unwrap();
+            let after_batches = follower.recovery_point;
+            let bytes = leader.read_batch_bytes(2, usize::MAX, u64::MAX).unwrap();
+            follower.append_batch_bytes(&bytes).unwrap();
+            (after_batches, follower.recovery_point)
+        };
+        assert_eq!(follow(flushed.clone()), (2, 4));
+        let uncounted = LogConfig {
+            follower_appends_uncounted: true,
+            ..flushed
+        };
+        assert_eq!(follow(uncounted), (0, 0));
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub struct LogConfig {
     /// `max.message.bytes` (topic) / `message.max.bytes` (broker): largest batch accepted from
     /// a producer, header included. Default 1048588.
     pub max_message_bytes: u64,
+    /// Deliberate bug `follower.flush.uncounted` (`crate::bugs`): records a follower appends
+    /// do not count toward `flush.messages`. Set only from `Bugs::on`, false otherwise.
+    pub follower_appends_uncounted: bool,
 }
 
 impl Default for LogConfig {
@@ -66,6 +69,7 @@ impl Default for LogConfig {
             flush_messages: FLUSH_MESSAGES_NEVER,
             index_interval_bytes: 4096,
             max_message_bytes: 1024 * 1024 + 12,
+            follower_appends_uncounted: false,
         }
     }
 }
