@@ -1166,7 +1166,22 @@ impl Cluster {
             .expect("broker 1 answers")
     }
 
-    /// Pauses broker 3 and writes with acks=1 until it left the ISR of `topic` (led by 1).
+    /// A cluster with `bug` switched on and the topic `t` (min.insync.replicas=3) whose ISR
+    /// has shrunk to brokers 1 and 2, broker 3 paused (the caller resumes it).
+    #[cfg(feature = "deliberate-bugs")]
+    async fn with_short_isr(bug: &str) -> Cluster {
+        let cluster =
+            Cluster::start(15000, &[("replica.lag.time.max.ms", "1000"), (bug, "true")]).await;
+        cluster
+            .create_topic("t", 3, json!({"min.insync.replicas": "3"}))
+            .await;
+        cluster.shrink_isr_to_1_and_2("t").await;
+        cluster
+    }
+
+    /// Pauses broker 3 and writes with acks=1 until it left the ISR of `topic` (led by 1) and
+    /// the leader counts the shrink (the controller shows the new ISR before the leader has
+    /// read its AlterPartition answer).
     #[cfg(feature = "deliberate-bugs")]
     async fn shrink_isr_to_1_and_2(&self, topic: &'static str) {
         self.broker(3).pause();
@@ -1179,6 +1194,10 @@ impl Cluster {
                 let p = c.partition(topic, 0).await?;
                 (p["isr"] == json!([1, 2])).then_some(())
             }
+        })
+        .await;
+        self.wait_for("the leader to count the shrink", |c| async move {
+            (c.metric(1, "isr_shrinks_total").await >= 1).then_some(())
         })
         .await;
     }
@@ -1197,18 +1216,7 @@ async fn acks_all_answer_reports_the_isr_size_it_was_counted_with() {
 #[cfg(feature = "deliberate-bugs")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bug_ignore_min_insync_acknowledges_with_a_short_isr_and_says_so() {
-    let cluster = Cluster::start(
-        15000,
-        &[
-            ("replica.lag.time.max.ms", "1000"),
-            ("tidewater.bug.ignore.min.insync.enable", "true"),
-        ],
-    )
-    .await;
-    cluster
-        .create_topic("t", 3, json!({"min.insync.replicas": "3"}))
-        .await;
-    cluster.shrink_isr_to_1_and_2("t").await;
+    let cluster = Cluster::with_short_isr("tidewater.bug.ignore.min.insync.enable").await;
     // A correct broker answers NOT_ENOUGH_REPLICAS (see the test above with min ISR 3).
     let (status, answer) = cluster.produce_answer("t", "accepted").await;
     assert_eq!((status, answer["isr_size"].clone()), (200, json!(2)));
@@ -1218,25 +1226,10 @@ async fn bug_ignore_min_insync_acknowledges_with_a_short_isr_and_says_so() {
 #[cfg(feature = "deliberate-bugs")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bug_min_insync_after_append_refuses_a_record_it_has_appended() {
-    let cluster = Cluster::start(
-        15000,
-        &[
-            ("replica.lag.time.max.ms", "1000"),
-            ("tidewater.bug.min.insync.after.append.enable", "true"),
-        ],
-    )
-    .await;
-    cluster
-        .create_topic("t", 3, json!({"min.insync.replicas": "3"}))
-        .await;
-    cluster.shrink_isr_to_1_and_2("t").await;
-    cluster
-        .wait_for("the leader to count the shrink", |c| async move {
-            (c.metric(1, "isr_shrinks_total").await >= 1).then_some(())
-        })
-        .await;
+    let cluster = Cluster::with_short_isr("tidewater.bug.min.insync.after.append.enable").await;
     let leo_before = cluster.local_log(1, "t").await.unwrap().2;
-    // The same answer a correct broker gives (`paused_follower_leaves_and_rejoins_isr_and_min_isr_gates_acks_all`)...
+    // The answer a correct broker gives
+    // (`paused_follower_leaves_and_rejoins_isr_and_min_isr_gates_acks_all`)...
     let refused = cluster.produce(1, "t", "refused", "all").await;
     assert_eq!(refused, Err((503, "NOT_ENOUGH_REPLICAS".to_string())));
     // ... but the record is in the leader's log, the one thing that answer rules out.

@@ -291,6 +291,11 @@ impl ClusterTimeouts {
         self.session_timeout_ms as f64 / 1000.0
     }
 
+    /// `replica.lag.time.max.ms` in seconds.
+    fn lag_s(&self) -> f64 {
+        self.replica_lag_time_max_ms as f64 / 1000.0
+    }
+
     /// The longer of the two, in seconds: a fault must outlast it for both fencing and an
     /// ISR shrink to happen.
     fn failover_s(&self) -> f64 {
@@ -792,8 +797,7 @@ impl Draw<'_> {
         // The leader drops a follower that has not caught up for replica.lag.time.max.ms,
         // checked every half of it; the cut does not need to outlast the session timeout,
         // since the follower still heartbeats to the controller.
-        let lag_s =
-            round(self.timeouts.replica_lag_time_max_ms as f64 / 1000.0 * rng.gen_range(2.0..=3.5));
+        let lag_s = round(self.timeouts.lag_s() * rng.gen_range(2.0..=3.5));
         let stale_alone_s = round(self.timeouts.session_s() * rng.gen_range(1.25..=2.0));
         let stale = format!("{bind}-stale");
         let isr = format!("{bind}-isr");
@@ -992,6 +996,27 @@ mod tests {
 
     /// Each fault's kind and its nominal start and end in seconds (waits counted as
     /// instant), from the chained `after_s` of the steps.
+    /// The first `steps` steps of `plan` as (action, target) pairs.
+    fn script(plan: &FaultPlan, steps: usize) -> Vec<(&'static str, String)> {
+        plan.step[..steps]
+            .iter()
+            .map(|s| {
+                let target = s.action.target().map(Target::to_string).unwrap_or_default();
+                (s.action.name(), target)
+            })
+            .collect()
+    }
+
+    /// The leading class of a fault kind's name, or the name itself.
+    fn lead_class(kind: &str) -> &str {
+        match kind {
+            "isolate-leader" | "leader-cut" | "failback" => "diverge",
+            "isr-cascade" | "kill-isr" => "isr loss",
+            "stale-follower" => "stale isr",
+            other => other,
+        }
+    }
+
     fn fault_times(plan: &FaultPlan) -> Vec<(String, f64, f64)> {
         let mut faults: Vec<(String, f64, f64)> = vec![];
         let mut now_s = 0.0;
@@ -1039,12 +1064,6 @@ mod tests {
     fn every_default_minute_leads_with_one_fault_of_each_leading_class_in_a_seeded_order() {
         let three: Vec<String> = ["c1", "n1", "n2", "n3"].map(String::from).to_vec();
         let default = parse_faults("kill,pause,partition").unwrap();
-        let class = |kind: &str| match kind {
-            "isolate-leader" | "leader-cut" | "failback" => "diverge",
-            "isr-cascade" | "kill-isr" => "isr loss",
-            "stale-follower" => "stale isr",
-            other => other.to_string().leak(),
-        };
         let mut orders = std::collections::BTreeSet::new();
         let mut later = std::collections::BTreeSet::new();
         let mut whole = 0;
@@ -1053,7 +1072,7 @@ mod tests {
             let p = random_plan(seed, &default, 5.0, 60.0, &three, "t0/0", timeouts()).unwrap();
             let faults = fault_times(&p);
             assert!(faults.len() >= 3, "seed {seed}: {faults:?}");
-            let mut leading: Vec<&str> = faults[..3].iter().map(|f| class(&f.0)).collect();
+            let mut leading: Vec<&str> = faults[..3].iter().map(|f| lead_class(&f.0)).collect();
             orders.insert(leading.join(", "));
             leading.sort();
             assert_eq!(
@@ -1078,7 +1097,7 @@ mod tests {
         // Without a kill, no ISR loss can be drawn: the leading faults are the divergent ones.
         let partition = parse_faults("partition").unwrap();
         let p = random_plan(1, &partition, 5.0, 60.0, &three, "t0/0", timeouts()).unwrap();
-        assert_eq!(class(&fault_times(&p)[0].0), "diverge", "{p:?}");
+        assert_eq!(lead_class(&fault_times(&p)[0].0), "diverge", "{p:?}");
         // Named kinds outside every class are drawn as before.
         let p = plan(3, &[FaultKind::PauseOne], 60.0);
         assert!(kinds(&p).iter().all(|k| k == "pause-one"));
@@ -1087,13 +1106,7 @@ mod tests {
     #[test]
     fn stale_follower_cuts_a_follower_from_the_leader_then_kills_the_rest_of_the_isr() {
         let plan = plan(17, &[FaultKind::StaleFollower], 30.0);
-        let fault: Vec<(&str, String)> = plan.step[..4]
-            .iter()
-            .map(|s| {
-                let target = s.action.target().map(Target::to_string).unwrap_or_default();
-                (s.action.name(), target)
-            })
-            .collect();
+        let fault = script(&plan, 4);
         assert_eq!(
             fault,
             [
@@ -1118,13 +1131,7 @@ mod tests {
     #[test]
     fn failback_fails_back_to_the_isolated_leader() {
         let plan = plan(11, &[FaultKind::Failback], 60.0);
-        let fault: Vec<(&str, String)> = plan.step[..6]
-            .iter()
-            .map(|s| {
-                let target = s.action.target().map(Target::to_string).unwrap_or_default();
-                (s.action.name(), target)
-            })
-            .collect();
+        let fault = script(&plan, 6);
         assert_eq!(
             fault,
             [
@@ -1141,13 +1148,7 @@ mod tests {
     #[test]
     fn isr_cascade_kills_the_followers_then_the_leader_and_starts_the_stale_one_alone() {
         let plan = plan(13, &[FaultKind::IsrCascade], 40.0);
-        let fault: Vec<(&str, String)> = plan.step[..7]
-            .iter()
-            .map(|s| {
-                let target = s.action.target().map(Target::to_string).unwrap_or_default();
-                (s.action.name(), target)
-            })
-            .collect();
+        let fault = script(&plan, 7);
         assert_eq!(
             fault,
             [
