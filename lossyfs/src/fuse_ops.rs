@@ -2,8 +2,17 @@
 //! matching operation and replies; the control file is served here.
 //!
 //! Files are opened with `FOPEN_DIRECT_IO` and entries and attributes are given a zero cache
-//! lifetime, so the kernel keeps no page cache or attribute of its own: after a loss it can
-//! show nothing but the new state.
+//! lifetime, so the kernel keeps no page cache or attribute of its own for `read` and `write`:
+//! after a loss it can show nothing but the new state.
+//!
+//! Shared writable `mmap` is allowed too (`FUSE_DIRECT_IO_ALLOW_MMAP`, Linux 6.6 and later):
+//! Kafka maps its index files. Mapped pages do live in the page cache, and a loss stays
+//! faithful because of two things the kernel and the state guarantee together:
+//! - when a mapping goes away (`munmap`, or the exit of a killed process) FUSE writes its dirty
+//!   pages back before the exit completes, so they reach the state as unsynced writes before
+//!   the harness, which kills a node before its loss, asks for the loss; `msync` is an fsync;
+//! - a loss gives every inode a new number (numbers are never reused), so no later lookup can
+//!   reach a kernel inode, or a cached page, from before the loss.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -12,8 +21,9 @@ use std::time::SystemTime;
 
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    TimeOrNow, WriteFlags,
 };
 
 use crate::control::{self, Command, COMMAND_BYTES_MAX};
@@ -88,6 +98,12 @@ fn time(t: TimeOrNow) -> SystemTime {
 }
 
 impl Filesystem for LossyFilesystem {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Older kernels refuse a shared mmap of these files (ENODEV); everything else works.
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         if is_control(parent, name) {
             return reply.entry(&TTL, &control_attr(), Generation(0));

@@ -393,3 +393,95 @@ fn a_file_replaced_by_a_durable_rename_while_open_stays_readable_through_its_han
     assert_eq!(fs::read(m.view("name")).unwrap(), b"new");
     assert_eq!(names(&m.mnt), ["name"]);
 }
+
+/// A shared writable mapping of `len` bytes of `file`.
+fn map_shared(file: &File, len: usize) -> *mut u8 {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a fresh mapping of an open file; the callers unmap it before the file drops.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(
+        addr,
+        libc::MAP_FAILED,
+        "shared mmap: {}",
+        std::io::Error::last_os_error()
+    );
+    addr.cast()
+}
+
+/// Kafka's index files are written through `MappedByteBuffer` and made durable by `force()`
+/// (msync), and a power loss SIGKILLs the process holding the mapping. What it wrote to the
+/// mapping and synced survives the loss; what it wrote after is gone, whether read back
+/// through `read` or through a new mapping.
+#[test]
+fn a_mapping_synced_by_msync_survives_a_loss_and_pages_written_after_do_not() {
+    const PAGE: usize = 4096;
+    let m = mount(|b| fs::write(b.join("index"), vec![0u8; 2 * PAGE]).unwrap());
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.view("index"))
+        .unwrap();
+    let map = map_shared(&file, 2 * PAGE);
+    // SAFETY: the child only writes into the mapping and makes async-signal-safe calls.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork: {}", std::io::Error::last_os_error());
+    if child == 0 {
+        // SAFETY: `map` is 2 pages long; msync and kill are async-signal-safe.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b"synced".as_ptr(), map, 6);
+            libc::msync(map.cast(), 2 * PAGE, libc::MS_SYNC);
+            std::ptr::copy_nonoverlapping(b"unsynced".as_ptr(), map.add(PAGE), 8);
+            libc::kill(libc::getpid(), libc::SIGKILL);
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: the parent's own mapping, no longer used.
+    unsafe { libc::munmap(map.cast(), 2 * PAGE) };
+    drop(file);
+    let mut status = 0;
+    // SAFETY: our own child.
+    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+    assert!(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL);
+
+    // The killed child's dirty page was written back on its exit: the view has both writes,
+    // the backing directory only the synced one.
+    let before = fs::read(m.view("index")).unwrap();
+    assert_eq!(&before[..6], b"synced");
+    assert_eq!(&before[PAGE..PAGE + 8], b"unsynced");
+    assert_eq!(
+        &fs::read(m.durable("index")).unwrap()[PAGE..PAGE + 8],
+        [0u8; 8]
+    );
+
+    m.handle.lose_unsynced(Mode::Clean).unwrap();
+    let mut expected = vec![0u8; 2 * PAGE];
+    expected[..6].copy_from_slice(b"synced");
+    assert_eq!(fs::read(m.view("index")).unwrap(), expected, "read(2)");
+    let file = File::open(m.view("index")).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: a read-only mapping of the reopened file, unmapped before it drops.
+    let seen = unsafe {
+        let addr = libc::mmap(
+            std::ptr::null_mut(),
+            2 * PAGE,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        );
+        assert_ne!(addr, libc::MAP_FAILED);
+        let seen = std::slice::from_raw_parts(addr.cast::<u8>(), 2 * PAGE).to_vec();
+        libc::munmap(addr, 2 * PAGE);
+        seen
+    };
+    assert_eq!(seen, expected, "a new mapping");
+}

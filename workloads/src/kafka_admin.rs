@@ -125,6 +125,68 @@ fn node_of(id: i32) -> Option<String> {
     (id >= 0).then(|| format!("n{id}"))
 }
 
+/// One broker's Metadata answer: the node that answered (the broker whose advertised
+/// `host:port` is `address`, if it lists itself) and its partitions.
+fn answer_partitions(address: &str, answer: &MetadataResponse) -> Answer {
+    let answered_by = answer
+        .brokers
+        .iter()
+        .find(|b| format!("{}:{}", b.host.as_str(), b.port) == address)
+        .and_then(|b| node_of(b.node_id.0));
+    let mut partitions = Vec::new();
+    for topic in &answer.topics {
+        let Some(name) = &topic.name else { continue };
+        for p in &topic.partitions {
+            let names = |ids: &[kafka_protocol::messages::BrokerId]| {
+                ids.iter().filter_map(|id| node_of(id.0)).collect()
+            };
+            partitions.push(PartitionMeta {
+                key: format!("{}/{}", name.0.as_str(), p.partition_index),
+                leader: node_of(p.leader_id.0),
+                leader_epoch: (p.leader_epoch >= 0).then_some(i64::from(p.leader_epoch)),
+                isr: names(&p.isr_nodes),
+                replicas: names(&p.replica_nodes),
+            });
+        }
+    }
+    Answer {
+        answered_by,
+        partitions,
+    }
+}
+
+/// The partitions of one broker's Metadata answer.
+#[derive(Debug, Clone, PartialEq)]
+struct Answer {
+    /// The node that answered, when its answer names it.
+    answered_by: Option<String>,
+    partitions: Vec<PartitionMeta>,
+}
+
+/// Per partition, the freshest of the brokers' answers (in the order asked): the highest
+/// leader epoch (a new election reaches the new leader first), and among equal epochs the
+/// answer of the leader itself, which learns of every ISR change of its partition (it
+/// proposes the shrinks and expansions, and replays the controller's fencing), where a
+/// follower cut from the controller does not. Otherwise the first answer.
+fn freshest(answers: Vec<Answer>) -> Vec<PartitionMeta> {
+    let mut best: Vec<(PartitionMeta, bool)> = Vec::new();
+    for answer in answers {
+        for p in answer.partitions {
+            let own = p.leader.is_some() && p.leader == answer.answered_by;
+            match best.iter_mut().find(|(b, _)| b.key == p.key) {
+                None => best.push((p, own)),
+                Some((b, b_own)) => {
+                    if (p.leader_epoch, own) > (b.leader_epoch, *b_own) {
+                        *b = p;
+                        *b_own = own;
+                    }
+                }
+            }
+        }
+    }
+    best.into_iter().map(|(p, _)| p).collect()
+}
+
 impl KafkaAdmin {
     /// An admin client over `bootstrap`.
     pub fn new(bootstrap: Vec<String>, timeout: Duration) -> KafkaAdmin {
@@ -163,29 +225,38 @@ impl KafkaAdmin {
         .await
     }
 
-    /// Every partition of every topic: leader, leader epoch, ISR and replicas by node name.
+    /// Every partition of every topic: leader, leader epoch, ISR and replicas by node name,
+    /// as the quorum last decided it. Each broker answers from its own metadata cache, and a
+    /// broker cut off from the controller keeps what it knew when the cut began (an ISR the
+    /// controller has since shrunk, a leader it has since replaced), so every broker is
+    /// asked at once and the answers are merged by [`freshest`].
     pub async fn metadata(&self) -> Result<Vec<PartitionMeta>, ClientError> {
+        if self.bootstrap.is_empty() {
+            return Err(ClientError {
+                cause: ErrorCause::NoLeader,
+                node: None,
+                message: "no Kafka brokers configured".into(),
+            });
+        }
         let request = MetadataRequest::default().with_topics(None);
-        let answer: MetadataResponse = self
-            .first_answer(ApiKey::Metadata, METADATA_VERSION, &request)
-            .await?;
-        let mut out = Vec::new();
-        for topic in &answer.topics {
-            let Some(name) = &topic.name else { continue };
-            for p in &topic.partitions {
-                let names = |ids: &[kafka_protocol::messages::BrokerId]| {
-                    ids.iter().filter_map(|id| node_of(id.0)).collect()
-                };
-                out.push(PartitionMeta {
-                    key: format!("{}/{}", name.0.as_str(), p.partition_index),
-                    leader: node_of(p.leader_id.0),
-                    leader_epoch: (p.leader_epoch >= 0).then_some(i64::from(p.leader_epoch)),
-                    isr: names(&p.isr_nodes),
-                    replicas: names(&p.replica_nodes),
-                });
+        let asked = self.bootstrap.iter().map(|address| async {
+            let answer: Result<MetadataResponse, ClientError> = self
+                .call(address, ApiKey::Metadata, METADATA_VERSION, &request)
+                .await;
+            answer.map(|answer| answer_partitions(address, &answer))
+        });
+        let mut answers = Vec::new();
+        let mut last_error = None;
+        for answer in futures::future::join_all(asked).await {
+            match answer {
+                Ok(answer) => answers.push(answer),
+                Err(e) => last_error = Some(e),
             }
         }
-        Ok(out)
+        match (answers.is_empty(), last_error) {
+            (true, Some(e)) => Err(e),
+            _ => Ok(freshest(answers)),
+        }
     }
 
     /// Creates `name` with its configs; an existing topic counts as created, so setup can be
@@ -251,5 +322,66 @@ impl KafkaAdmin {
             .ok()?
             .into_iter()
             .find(|p| p.key == key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(key: &str, leader: &str, epoch: i64, isr: &[&str]) -> PartitionMeta {
+        PartitionMeta {
+            key: key.into(),
+            leader: Some(leader.into()),
+            leader_epoch: Some(epoch),
+            isr: isr.iter().map(|n| n.to_string()).collect(),
+            replicas: vec!["n1".into(), "n2".into(), "n3".into()],
+        }
+    }
+
+    fn answer(by: &str, partitions: Vec<PartitionMeta>) -> Answer {
+        Answer {
+            answered_by: Some(by.into()),
+            partitions,
+        }
+    }
+
+    /// The power-loss-leader plan's shape: both followers of t0/0 cut from the leader and the
+    /// controller. They still answer, with the ISR from before the cut; the leader, which
+    /// the controller shrank to itself, answers first only by its own account.
+    #[test]
+    fn an_isr_shrink_known_to_the_leader_wins_over_stale_followers() {
+        let stale = || vec![meta("t0/0", "n2", 0, &["n1", "n2", "n3"])];
+        let merged = freshest(vec![
+            answer("n1", stale()),
+            answer("n2", vec![meta("t0/0", "n2", 0, &["n2"])]),
+            answer("n3", stale()),
+        ]);
+        assert_eq!(merged, vec![meta("t0/0", "n2", 0, &["n2"])]);
+    }
+
+    #[test]
+    fn a_newer_leader_epoch_wins_over_a_deposed_leader_claiming_itself() {
+        let merged = freshest(vec![
+            answer("n1", vec![meta("t0/0", "n1", 3, &["n1", "n2", "n3"])]),
+            answer("n2", vec![meta("t0/0", "n3", 4, &["n2", "n3"])]),
+            answer("n3", vec![meta("t0/1", "n3", 0, &["n3"])]),
+        ]);
+        assert_eq!(
+            merged,
+            vec![
+                meta("t0/0", "n3", 4, &["n2", "n3"]),
+                meta("t0/1", "n3", 0, &["n3"])
+            ]
+        );
+    }
+
+    #[test]
+    fn equal_answers_from_followers_keep_the_first_asked() {
+        let merged = freshest(vec![
+            answer("n1", vec![meta("t0/0", "n3", 2, &["n1", "n3"])]),
+            answer("n2", vec![meta("t0/0", "n3", 2, &["n3"])]),
+        ]);
+        assert_eq!(merged, vec![meta("t0/0", "n3", 2, &["n1", "n3"])]);
     }
 }

@@ -174,9 +174,10 @@ pub fn metadata_lines(time_ns: u64, parts: &[PartitionMeta]) -> Vec<Value> {
         .collect()
 }
 
-/// Metadata over Kafka's protocol, for clusters that speak nothing else (Apache Kafka): the
-/// brokers' metadata, asked in turn. Kafka's brokers answer from their metadata caches, so an
-/// isolated broker may report a leadership the quorum has already moved.
+/// Metadata over Kafka's protocol, for clusters that speak nothing else (Apache Kafka). Kafka's
+/// brokers answer from their metadata caches, and one cut off from the controller keeps
+/// reporting what it knew before the cut, so every broker is asked and the freshest answer
+/// per partition is taken (`KafkaAdmin::metadata`).
 pub struct KafkaView {
     /// Metadata requests, each within [`METADATA_TIMEOUT`].
     admin: KafkaAdmin,

@@ -186,11 +186,21 @@ impl<'a> KafkaScripts<'a> {
     }
 
     /// Formats the node's log directory for KRaft (`kafka-storage.sh format`) unless it is.
+    /// On a lossy filesystem the format is then made durable (its control file's `sync`):
+    /// Kafka's format does not fsync `bootstrap.checkpoint`, and a host formatted at
+    /// provisioning has it written back long before any fault (docs/real-kafka.md).
     fn format_body(&self) -> String {
         format!(
             "if [ ! -f {meta} ]; then {storage} format -t {id} -c {props} \
              --ignore-formatted{features} >> broker.log 2>&1 || {{ echo 'kafka-storage.sh \
-             format failed; see broker.log' >&2; exit 1; }}; fi",
+             format failed; see broker.log' >&2; exit 1; }}; \
+             if [ -e {control} ]; then printf 'sync\\n' > {control} || {{ echo 'cannot sync \
+             the lossy filesystem after the format' >&2; exit 1; }}; fi; fi",
+            control = quote(&format!(
+                "{}/{}",
+                self.data_dir(),
+                tidewater_lossyfs::CONTROL_FILE_NAME
+            )),
             features = self
                 .format_features
                 .iter()
@@ -412,7 +422,10 @@ mod tests {
                  if [ ! -f /srv/tw/n1/data/meta.properties ]; then env {env} \
                  /opt/kafka/bin/kafka-storage.sh format -t VGlkZXdhdGVyS2Fma2EwMQ \
                  -c /srv/tw/n1/server.properties --ignore-formatted >> broker.log 2>&1 || \
-                 {{ echo 'kafka-storage.sh format failed; see broker.log' >&2; exit 1; }}; fi; \
+                 {{ echo 'kafka-storage.sh format failed; see broker.log' >&2; exit 1; }}; \
+                 if [ -e /srv/tw/n1/data/.lossyfs-control ]; then printf 'sync\\n' > \
+                 /srv/tw/n1/data/.lossyfs-control || {{ echo 'cannot sync the lossy filesystem \
+                 after the format' >&2; exit 1; }}; fi; fi; \
                  setsid sh -c 'echo $$ > \"$0\" && exec \"$@\"' /srv/tw/n1/kafka.pid env {env} \
                  /opt/kafka/bin/kafka-server-start.sh /srv/tw/n1/server.properties \
                  >> broker.log 2>&1 < /dev/null & \
@@ -461,7 +474,9 @@ mod tests {
             "if [ ! -f /srv/tw/n1/data/meta.properties ]; then {java} kafka.tools.StorageTool \
              format -t VGlkZXdhdGVyS2Fma2EwMQ -c /srv/tw/n1/server.properties \
              --ignore-formatted >> broker.log 2>&1 || {{ echo 'kafka-storage.sh format failed; \
-             see broker.log' >&2; exit 1; }}; fi"
+             see broker.log' >&2; exit 1; }}; if [ -e /srv/tw/n1/data/.lossyfs-control ]; then \
+             printf 'sync\\n' > /srv/tw/n1/data/.lossyfs-control || {{ echo 'cannot sync the \
+             lossy filesystem after the format' >&2; exit 1; }}; fi; fi"
         );
         let launch = format!(
             "setsid sh -c 'echo $$ > \"$0\" && exec \"$@\"' /srv/tw/n1/kafka.pid {java} \
