@@ -5,7 +5,9 @@
 //! `min.insync.replicas=2`, unclean election off) against Kafka's JVMs in the local
 //! cluster's namespaces: valid, exit 0, hundreds of acknowledged writes none of which the
 //! final reads miss (counted here from history.jsonl), faults injected, every client op over
-//! Kafka's protocol; afterwards no Kafka JVM of the run, no namespace, bridge or run record.
+//! Kafka's protocol; every replica of every partition read back (`replicas.jsonl`) and holding
+//! exactly what the final reads read at each offset; afterwards no Kafka JVM of the run, no
+//! namespace, bridge or run record.
 //!
 //! LONG: a 45-second main phase (long enough for hundreds of acknowledged writes even on two
 //! cores shared with compilers, where one 30-second run acknowledged 708 and another 13),
@@ -17,9 +19,55 @@ use run_support::KeptStore;
 use run_support::{
     acked_absent_from_final_reads, can_run, history, kafka_available, latest, run_into,
 };
+use std::collections::BTreeMap;
 use std::path::Path;
 
 const SUBNET: &str = "10.230.2.0/24";
+
+/// Per partition, offset -> value of every record the final reads read (history.jsonl).
+fn final_reads(run_dir: &Path) -> BTreeMap<String, BTreeMap<u64, String>> {
+    let mut read: BTreeMap<String, BTreeMap<u64, String>> = BTreeMap::new();
+    for op in history(run_dir) {
+        if op["type"] != "ok" || op["final"] != true {
+            continue;
+        }
+        for m in op["value"].as_array().into_iter().flatten() {
+            if m[0] != "poll" {
+                continue;
+            }
+            for (key, pairs) in m[1].as_object().into_iter().flatten() {
+                for pair in pairs.as_array().unwrap() {
+                    read.entry(key.clone())
+                        .or_default()
+                        .insert(pair[0].as_u64().unwrap(), pair[1].to_string());
+                }
+            }
+        }
+    }
+    read
+}
+
+/// Per partition and replica node, offset -> value of the records `replicas.jsonl` holds.
+fn replica_records(run_dir: &Path) -> BTreeMap<String, BTreeMap<String, BTreeMap<u64, String>>> {
+    let text = std::fs::read_to_string(run_dir.join("replicas.jsonl")).unwrap_or_default();
+    let mut out: BTreeMap<String, BTreeMap<String, BTreeMap<u64, String>>> = BTreeMap::new();
+    for line in text.lines() {
+        let partition: serde_json::Value = serde_json::from_str(line).unwrap();
+        let key = partition["key"].as_str().unwrap().to_string();
+        for replica in partition["replicas"].as_array().unwrap() {
+            let records = replica["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| (r[0].as_u64().unwrap(), r[3].as_str().unwrap().to_string()));
+            out.entry(key.clone()).or_default().insert(
+                replica["node"].as_str().unwrap().to_string(),
+                records.collect(),
+            );
+        }
+    }
+    out
+}
 
 /// The local cluster id the run named in its harness.log.
 fn cluster_id(run_dir: &Path) -> String {
@@ -119,6 +167,40 @@ fn a_safe_random_schedule_against_kafka_is_valid_and_leaves_nothing_behind() {
         .filter(|op| op["process"].is_number() && op["node"].is_string() && op["node"] != "kafka")
         .count();
     assert_eq!(over_http, 0, "{}", keep("client ops not over Kafka"));
+    // Every replica was read (consumer fetches to each broker, KIP-392) and, the run having
+    // settled, holds exactly the records the final reads read from the leaders.
+    assert_eq!(
+        results["stats"]["replica_logs"]["compared"],
+        true,
+        "{}",
+        keep("replica logs compared")
+    );
+    let read = final_reads(&run_dir);
+    let replicas = replica_records(&run_dir);
+    assert_eq!(
+        replicas.keys().collect::<Vec<_>>(),
+        ["t0/0", "t0/1", "t0/2"],
+        "{}",
+        keep("partitions in replicas.jsonl")
+    );
+    for (key, by_node) in &replicas {
+        assert_eq!(
+            by_node.keys().collect::<Vec<_>>(),
+            ["n1", "n2", "n3"],
+            "{}",
+            keep(&format!("replicas of {key}"))
+        );
+        for (node, records) in by_node {
+            assert_eq!(
+                records,
+                &read[key],
+                "{}",
+                keep(&format!(
+                    "{node}'s replica of {key} against the final reads"
+                ))
+            );
+        }
+    }
     let config = run_support::json(&run_dir.join("config.json"));
     assert_eq!(
         config["system"],

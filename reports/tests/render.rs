@@ -334,6 +334,15 @@ fn a_system_axis_puts_the_systems_side_by_side_and_marks_where_they_differ() {
     fixture_run(&lossy, "a", false);
     fixture_run(&clean, "b", true);
     fixture_run(&clean2, "c", true);
+    // The same standing as `lossy`, with more writes lost: timing, not a difference.
+    let lossier = store.join("faithfulness/d/1");
+    fixture_run(&lossier, "d", false);
+    let results_path = lossier.join("results.json");
+    let mut results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results_path).unwrap()).unwrap();
+    assert_eq!(results["anomalies"]["lost-write"]["count"], 1);
+    results["stats"]["lost_acknowledged"] = serde_json::json!({"total": 5});
+    std::fs::write(&results_path, results.to_string()).unwrap();
     let run = |dir: &std::path::PathBuf| vec![RunOutcome::Completed(dir.clone())];
     let input = MatrixInput {
         title: "faithfulness".into(),
@@ -361,6 +370,18 @@ fn a_system_axis_puts_the_systems_side_by_side_and_marks_where_they_differ() {
                 &[("plan", "y"), ("system", "kafka:4.1.1")],
                 Expectation::default(),
                 run(&clean),
+            ),
+            cell(
+                "plan=z system=companion",
+                &[("plan", "z"), ("system", "companion")],
+                Expectation::default(),
+                run(&lossy),
+            ),
+            cell(
+                "plan=z system=kafka:4.1.1",
+                &[("plan", "z"), ("system", "kafka:4.1.1")],
+                Expectation::default(),
+                run(&lossier),
             ),
         ],
     };
@@ -391,6 +412,11 @@ fn a_system_axis_puts_the_systems_side_by_side_and_marks_where_they_differ() {
     assert_eq!(
         row("y"),
         format!("<tr><td>plan=y</td><td>{valid}</td><td>{valid}</td><td><span class=\"muted\">no</span></td>")
+    );
+    let lost5 = "<span class=\"verdict invalid\">0 valid, 1 invalid of 1</span> lost 5";
+    assert_eq!(
+        row("z"),
+        format!("<tr><td>plan=z</td><td>{lost}</td><td>{lost5}</td><td><span class=\"muted\">no</span></td>")
     );
     // One system only: no such section.
     let one = MatrixInput {

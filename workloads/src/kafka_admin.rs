@@ -13,21 +13,35 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, MetadataRequest, MetadataResponse,
-    RequestHeader, TopicName,
+    ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, RequestHeader,
+    TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::records::RecordBatchDecoder;
 use tidewater_kafka_model::ErrorCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::client::{first_answer, split_key, ClientError, ErrorCause, PartitionMeta};
 use crate::kafka::screaming_snake;
+use crate::replicas::ReplicaRecord;
 
 /// Metadata v7: the first with leader epochs, served by every KRaft Kafka and the companion
 /// broker.
 const METADATA_VERSION: i16 = 7;
 /// CreateTopics v4: configs per topic, before the flexible encodings; Kafka 4 serves 2 and up.
 const CREATE_TOPICS_VERSION: i16 = 4;
+/// ListOffsets v4: leader epochs in the answer; every KRaft Kafka and the companion serve it.
+const LIST_OFFSETS_VERSION: i16 = 4;
+/// Fetch v12: the first with client metadata (a rack id), which lets a follower serve a
+/// consumer's fetch from its own log (KIP-392); Kafka 4 serves 4 and up.
+const FETCH_VERSION: i16 = 12;
+/// Kafka's `DEBUGGING_REPLICA_ID`: a ListOffsets with it is answered by any replica, leader
+/// or follower, for its own log, and `latest` is its log end offset rather than the HW.
+const DEBUGGING_REPLICA_ID: i32 = -2;
+/// ListOffsets' timestamps for the first and the next offset.
+const EARLIEST_TIMESTAMP: i64 = -2;
+const LATEST_TIMESTAMP: i64 = -1;
 /// Bound on an answer's size: metadata of a test cluster is small.
 const ANSWER_MAX_BYTES: usize = 64 << 20;
 
@@ -104,6 +118,20 @@ where
     }
 }
 
+/// A page of one replica's own log, as the broker holding it answered a fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaPage {
+    /// That replica's own high watermark: records are served up to it and not past it.
+    pub high_watermark: u64,
+    /// That replica's log start offset.
+    pub log_start_offset: u64,
+    /// Its records from the offset asked for, in offset order (control records too, their
+    /// key and value bytes as text).
+    pub records: Vec<ReplicaRecord>,
+    /// Where the next page starts (the offset asked for when the page is empty).
+    pub next_offset: u64,
+}
+
 /// Metadata and topic creation over Kafka's protocol.
 pub struct KafkaAdmin {
     /// `HOST:PORT` of the brokers, asked in turn until one answers.
@@ -118,6 +146,32 @@ fn error(cause: ErrorCause, node: &str, message: String) -> ClientError {
         node: Some(node.to_string()),
         message,
     }
+}
+
+/// `topic/partition` as Kafka's protocol names it.
+fn parse_key<'a>(address: &str, key: &'a str) -> Result<(&'a str, i32), ClientError> {
+    split_key(key)
+        .map(|(topic, partition)| (topic, partition as i32))
+        .ok_or_else(|| error(ErrorCause::NoLeader, address, format!("bad key {key}")))
+}
+
+/// A broker's error code as an error of the call, named as Kafka names it.
+fn broker_error(address: &str, code: i16) -> Result<(), ClientError> {
+    if code == 0 {
+        return Ok(());
+    }
+    let name = kafka_protocol::ResponseError::try_from_code(code).map_or_else(
+        || format!("ERROR_{code}"),
+        |e| screaming_snake(&format!("{e:?}")),
+    );
+    Err(ClientError {
+        cause: ErrorCause::Broker {
+            name: name.clone(),
+            status: 0,
+        },
+        node: Some(address.to_string()),
+        message: name,
+    })
 }
 
 /// The harness's node name for Kafka's broker id.
@@ -259,6 +313,140 @@ impl KafkaAdmin {
         }
     }
 
+    /// The log start and log end offsets of the replica of `key` held by the broker at
+    /// `address`, as that replica knows them (ListOffsets with [`DEBUGGING_REPLICA_ID`]).
+    pub async fn replica_bounds(
+        &self,
+        address: &str,
+        key: &str,
+    ) -> Result<(u64, u64), ClientError> {
+        let start = self
+            .replica_offset(address, key, EARLIEST_TIMESTAMP)
+            .await?;
+        let end = self.replica_offset(address, key, LATEST_TIMESTAMP).await?;
+        Ok((start, end))
+    }
+
+    async fn replica_offset(
+        &self,
+        address: &str,
+        key: &str,
+        timestamp: i64,
+    ) -> Result<u64, ClientError> {
+        use kafka_protocol::messages::list_offsets_request::{
+            ListOffsetsPartition, ListOffsetsTopic,
+        };
+        let (topic, partition) = parse_key(address, key)?;
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(DEBUGGING_REPLICA_ID))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(partition)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(timestamp)])]);
+        let answer: ListOffsetsResponse = self
+            .call(address, ApiKey::ListOffsets, LIST_OFFSETS_VERSION, &request)
+            .await?;
+        let p = answer
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or_else(|| {
+                error(
+                    ErrorCause::Transport,
+                    address,
+                    "no partition in ListOffsets".into(),
+                )
+            })?;
+        broker_error(address, p.error_code)?;
+        u64::try_from(p.offset).map_err(|_| {
+            error(
+                ErrorCause::Transport,
+                address,
+                format!("offset {}", p.offset),
+            )
+        })
+    }
+
+    /// Records of the replica of `key` held by the broker at `address`, from `offset`, about
+    /// `max_bytes` of them: a consumer's fetch sent to that broker, which a follower serves
+    /// from its own log as a leader does, up to its own high watermark.
+    pub async fn replica_fetch(
+        &self,
+        address: &str,
+        key: &str,
+        offset: u64,
+        max_bytes: i32,
+    ) -> Result<ReplicaPage, ClientError> {
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        let (topic, partition) = parse_key(address, key)?;
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(max_bytes)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_current_leader_epoch(-1)
+                    .with_fetch_offset(offset as i64)
+                    .with_last_fetched_epoch(-1)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(max_bytes)])]);
+        let answer: FetchResponse = self
+            .call(address, ApiKey::Fetch, FETCH_VERSION, &request)
+            .await?;
+        broker_error(address, answer.error_code)?;
+        let p = answer
+            .responses
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or_else(|| {
+                error(
+                    ErrorCause::Transport,
+                    address,
+                    "no partition in Fetch".into(),
+                )
+            })?;
+        broker_error(address, p.error_code)?;
+        let mut page = ReplicaPage {
+            high_watermark: u64::try_from(p.high_watermark).unwrap_or(0),
+            log_start_offset: u64::try_from(p.log_start_offset).unwrap_or(0),
+            records: Vec::new(),
+            next_offset: offset,
+        };
+        let mut bytes = p.records.clone().unwrap_or_default();
+        let text = |b: &Option<Bytes>| {
+            b.as_deref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        while !bytes.is_empty() {
+            // The last batch may be cut at max_bytes: what decoded before it is the page.
+            let Ok(set) = RecordBatchDecoder::decode(&mut bytes) else {
+                break;
+            };
+            for r in set.records {
+                let Ok(at) = u64::try_from(r.offset) else {
+                    continue;
+                };
+                if at < offset {
+                    continue; // a batch begins before the offset asked for
+                }
+                page.records.push(ReplicaRecord {
+                    offset: at,
+                    leader_epoch: u32::try_from(r.partition_leader_epoch).unwrap_or(0),
+                    key: text(&r.key),
+                    value: text(&r.value).unwrap_or_default(),
+                });
+                page.next_offset = at + 1;
+            }
+        }
+        Ok(page)
+    }
+
     /// Creates `name` with its configs; an existing topic counts as created, so setup can be
     /// retried.
     pub async fn create_topic(
@@ -316,12 +504,15 @@ impl KafkaAdmin {
 
     /// The state of one partition, `None` when no broker could tell.
     pub async fn partition(&self, key: &str) -> Option<PartitionMeta> {
-        split_key(key)?;
-        self.metadata()
-            .await
-            .ok()?
-            .into_iter()
-            .find(|p| p.key == key)
+        self.partition_meta(key).await.ok().flatten()
+    }
+
+    /// The state of one partition (`None`: no such partition), or why no broker told.
+    pub async fn partition_meta(&self, key: &str) -> Result<Option<PartitionMeta>, ClientError> {
+        if split_key(key).is_none() {
+            return Ok(None);
+        }
+        Ok(self.metadata().await?.into_iter().find(|p| p.key == key))
     }
 }
 

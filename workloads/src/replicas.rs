@@ -97,6 +97,31 @@ pub struct PartitionReplicas {
 }
 
 impl PartitionReplicas {
+    /// Records the leader and ISR the system named for these reads, and whether the
+    /// partition had settled: every replica answered and is in the ISR, and every log ends
+    /// where the leader's does, at the leader's high watermark, which every replica knows.
+    pub fn judge(&mut self, leader: Option<String>, isr: Vec<String>, replicas: &[String]) {
+        let (mut in_sync, mut all) = (isr.clone(), replicas.to_vec());
+        in_sync.sort();
+        all.sort();
+        let leader_log = self
+            .replicas
+            .iter()
+            .find(|r| Some(&r.node) == leader.as_ref());
+        self.settled = self.unread.is_empty()
+            && all
+                .iter()
+                .all(|n| self.replicas.iter().any(|r| &r.node == n))
+            && in_sync == all
+            && leader_log.is_some_and(|l| {
+                l.high_watermark == l.log_end_offset
+                    && self.replicas.iter().all(|r| {
+                        r.log_end_offset == l.log_end_offset && r.high_watermark == l.high_watermark
+                    })
+            });
+        (self.leader, self.isr) = (leader, isr);
+    }
+
     /// The high watermark the comparison is judged against: the leader's, when the leader's
     /// log was read, otherwise the highest any replica knows (a follower's HW never passes
     /// its leader's).
@@ -176,6 +201,50 @@ mod tests {
             "{text}"
         );
         assert_eq!(serde_json::from_str::<ReplicaLog>(&text).unwrap(), log);
+    }
+
+    #[test]
+    fn a_partition_settles_once_every_replica_is_in_sync_at_the_leaders_end_and_hw() {
+        let replica = |node: &str, high_watermark, log_end_offset| ReplicaLog {
+            node: node.into(),
+            role: None,
+            log_start_offset: 0,
+            high_watermark,
+            log_end_offset,
+            records: Vec::new(),
+            truncated: false,
+        };
+        let nodes = ["n1".to_string(), "n2".to_string(), "n3".to_string()];
+        let judged = |logs: Vec<ReplicaLog>, isr: &[&str]| {
+            let mut p = PartitionReplicas {
+                key: "t0/0".into(),
+                replicas: logs,
+                ..Default::default()
+            };
+            p.judge(
+                Some("n2".into()),
+                isr.iter().map(|n| n.to_string()).collect(),
+                &nodes,
+            );
+            p.settled
+        };
+        let all = ["n3", "n1", "n2"];
+        let at = |hw, leo| {
+            vec![
+                replica("n1", 9, 9),
+                replica("n2", 9, 9),
+                replica("n3", hw, leo),
+            ]
+        };
+        assert!(judged(at(9, 9), &all));
+        // n3 has every record but has not yet learned the HW (Kafka tells a follower the HW in
+        // its next fetch): not settled, or its read would stop short.
+        assert!(!judged(at(8, 9), &all));
+        assert!(!judged(at(9, 10), &all), "a suffix to truncate");
+        assert!(!judged(at(9, 9), &["n1", "n2"]), "n3 outside the ISR");
+        let mut unread = at(9, 9);
+        unread.pop();
+        assert!(!judged(unread, &all), "n3 not read");
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! calls go through it too: CreateTopics and Metadata for setup, Metadata for the samples
 //! (Kafka has no `/v1/status`) and for the nemesis, ListOffsets for recovery.
 
-use super::{kafka_queue_client, System, Topic, PROBE_INTERVAL, SETUP_TIME_LIMIT};
+use super::{
+    gather_replicas, kafka_queue_client, System, Topic, PROBE_INTERVAL, REPLICA_RECORDS_MAX,
+    SETUP_TIME_LIMIT,
+};
 use crate::nemesis::view::METADATA_TIMEOUT;
 use crate::nemesis::{ClusterView, PartitionState};
 use crate::recorder::Recorder;
@@ -13,12 +16,12 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tidewater_workloads::client::{ClientConfig, PartitionMeta};
+use tidewater_workloads::client::{ClientConfig, ClientError, PartitionMeta};
 use tidewater_workloads::group::GroupSettings;
 use tidewater_workloads::kafka::KafkaQueueClient;
 use tidewater_workloads::kafka_admin::KafkaAdmin;
 use tidewater_workloads::kafka_group::KafkaGroupClient;
-use tidewater_workloads::replicas::PartitionReplicas;
+use tidewater_workloads::replicas::{PartitionReplicas, ReplicaLog};
 use tokio::time::Instant;
 
 /// Apache Kafka's brokers, reached over their Kafka listeners.
@@ -96,15 +99,82 @@ impl System for ApacheKafka {
         KafkaGroupClient::new(self.bootstrap.clone(), &self.client_config, settings)
     }
 
-    async fn replica_logs(&self, _key: &str) -> Result<PartitionReplicas, String> {
-        // Kafka serves a follower's log only to a fetch with a replica id (the
-        // ReplicaVerificationTool's way) or from its segment files (DumpLogSegments on a
-        // stopped node); neither is built yet.
-        Err(
-            "reading Apache Kafka's replicas' own logs is not implemented yet (a Fetch with \
-             a replica id to each broker, or kafka.tools.DumpLogSegments on stopped nodes)"
-                .into(),
-        )
+    async fn replica_logs(&self, key: &str) -> Result<PartitionReplicas, String> {
+        let meta = self.admin.partition_meta(key).await;
+        let leader = meta.as_ref().ok().and_then(|m| m.as_ref()?.leader.clone());
+        let leader = leader.as_deref();
+        Ok(gather_replicas(key, meta, |node| async move {
+            let role = if leader == Some(node.as_str()) {
+                "leader"
+            } else {
+                "follower"
+            };
+            let address = self.brokers.get(&node).copied();
+            read_replica(&self.admin, address, &node, role, key).await
+        })
+        .await)
+    }
+}
+
+/// Bytes asked for per fetch of a replica's log.
+const REPLICA_FETCH_BYTES: i32 = 4 << 20;
+
+/// One replica's log as the broker holding it serves it: its log start and end offsets
+/// (ListOffsets with Kafka's debugging replica id, answered for the broker's own replica),
+/// then its records by consumer fetches sent to that broker, which a follower serves from its
+/// own log (KIP-392), up to its own high watermark. What lies above a replica's HW cannot be
+/// read this way, so it is not compared (docs/checkers.md).
+async fn read_replica(
+    admin: &KafkaAdmin,
+    address: Option<SocketAddr>,
+    node: &str,
+    role: &str,
+    key: &str,
+) -> Result<ReplicaLog, String> {
+    let failed = |e: ClientError| format!("{}: {}", e.cause.name(), e.message);
+    let address = address
+        .ok_or_else(|| format!("{node} is not a broker of this cluster"))?
+        .to_string();
+    let (log_start_offset, log_end_offset) =
+        admin.replica_bounds(&address, key).await.map_err(failed)?;
+    let mut log = ReplicaLog {
+        node: node.to_string(),
+        role: Some(role.to_string()),
+        log_start_offset,
+        high_watermark: 0,
+        log_end_offset,
+        records: Vec::new(),
+        truncated: false,
+    };
+    let mut next = log_start_offset;
+    let mut first = true;
+    loop {
+        let page = admin
+            .replica_fetch(&address, key, next, REPLICA_FETCH_BYTES)
+            .await
+            .map_err(failed)?;
+        if first {
+            // The replica's HW as the first fetch saw it: a log that grew since is compared
+            // as it was.
+            log.high_watermark = page.high_watermark;
+            first = false;
+        }
+        if page.records.is_empty() {
+            return Ok(log);
+        }
+        next = page.next_offset;
+        log.records.extend(
+            page.records
+                .into_iter()
+                .filter(|r| r.offset < log.high_watermark),
+        );
+        if next >= log.high_watermark {
+            return Ok(log);
+        }
+        if log.records.len() >= REPLICA_RECORDS_MAX {
+            log.truncated = true;
+            return Ok(log);
+        }
     }
 }
 

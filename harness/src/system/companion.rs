@@ -5,7 +5,8 @@
 //! brokers' Kafka listeners (`--client kafka`).
 
 use super::{
-    kafka_queue_client, System, Topic, PROBE_INTERVAL, REPLICA_RECORDS_MAX, SETUP_TIME_LIMIT,
+    gather_replicas, kafka_queue_client, System, Topic, PROBE_INTERVAL, REPLICA_RECORDS_MAX,
+    SETUP_TIME_LIMIT,
 };
 use crate::cluster::{NodeInfo, Role};
 use crate::nemesis::view::METADATA_TIMEOUT;
@@ -19,7 +20,7 @@ use tidewater_workloads::client::{node_name, BrokerClient, ClientConfig, ClientE
 use tidewater_workloads::group::{GroupSettings, HttpGroupClient};
 use tidewater_workloads::kafka::KafkaQueueClient;
 use tidewater_workloads::kafka_group::KafkaGroupClient;
-use tidewater_workloads::replicas::{PartitionReplicas, ReplicaLog, ReplicaRecord, UnreadReplica};
+use tidewater_workloads::replicas::{PartitionReplicas, ReplicaLog, ReplicaRecord};
 use tokio::time::Instant;
 
 /// The companion broker, with the workload over its HTTP API.
@@ -202,61 +203,16 @@ impl System for CompanionOverKafka {
 const REPLICA_LOG_PAGE_BYTES: u64 = 4 << 20;
 
 /// Every replica of `key`, each read from its own node (`GET .../replica-log`), with the
-/// leader and ISR of the controller's metadata. `settled` when every replica answered, is in
-/// the ISR, and ends where the leader's log ends, at the leader's HW.
+/// leader and ISR of the controller's metadata.
 async fn replica_logs(client: &BrokerClient, key: &str) -> PartitionReplicas {
-    let mut partition = PartitionReplicas {
-        key: key.to_string(),
-        ..Default::default()
-    };
-    let meta = match client.refresh_leaders().await {
-        Ok(parts) => parts.into_iter().find(|p| p.key == key),
-        Err(e) => {
-            partition.unread.push(UnreadReplica {
-                node: e.node.unwrap_or_default(),
-                error: format!("metadata: {}: {}", e.cause.name(), e.message),
-            });
-            return partition;
-        }
-    };
-    let Some(meta) = meta else {
-        return partition;
-    };
-    let reads = meta
-        .replicas
-        .iter()
-        .map(|node| read_replica(client, node, key));
-    for (node, read) in meta
-        .replicas
-        .iter()
-        .zip(futures::future::join_all(reads).await)
-    {
-        match read {
-            Ok(log) => partition.replicas.push(log),
-            Err(error) => partition.unread.push(UnreadReplica {
-                node: node.clone(),
-                error,
-            }),
-        }
-    }
-    let (mut isr, mut replicas) = (meta.isr.clone(), meta.replicas.clone());
-    isr.sort();
-    replicas.sort();
-    let leader_log = partition
-        .replicas
-        .iter()
-        .find(|r| Some(&r.node) == meta.leader.as_ref());
-    partition.settled = partition.unread.is_empty()
-        && isr == replicas
-        && leader_log.is_some_and(|l| {
-            l.high_watermark == l.log_end_offset
-                && partition
-                    .replicas
-                    .iter()
-                    .all(|r| r.log_end_offset == l.log_end_offset)
-        });
-    (partition.leader, partition.isr) = (meta.leader, meta.isr);
-    partition
+    let meta = client
+        .refresh_leaders()
+        .await
+        .map(|parts| parts.into_iter().find(|p| p.key == key));
+    gather_replicas(key, meta, |node| async move {
+        read_replica(client, &node, key).await
+    })
+    .await
 }
 
 /// One replica's whole log (up to [`REPLICA_RECORDS_MAX`] records), page by page from its

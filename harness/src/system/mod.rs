@@ -34,12 +34,12 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tidewater_workloads::client::{BrokerClient, ClientConfig};
+use tidewater_workloads::client::{BrokerClient, ClientConfig, ClientError, PartitionMeta};
 use tidewater_workloads::group::{GroupClient, GroupSettings};
 use tidewater_workloads::java::JavaQueueClient;
 use tidewater_workloads::kafka::{KafkaClientConfig, KafkaQueueClient};
 use tidewater_workloads::queue::QueueClient;
-use tidewater_workloads::replicas::PartitionReplicas;
+use tidewater_workloads::replicas::{PartitionReplicas, ReplicaLog, UnreadReplica};
 use tidewater_workloads::txn::TxnClient;
 
 /// Bound on setup: brokers registering, topic creation, first leaders.
@@ -49,6 +49,51 @@ pub const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 /// Bound on the records read from one replica's own log at the end of a run; a longer log
 /// is compared up to there (`truncated` in `replicas.jsonl`).
 pub const REPLICA_RECORDS_MAX: usize = 2_000_000;
+
+/// Every replica of `key` that `meta` (the system's metadata, or why it had none) names, each
+/// read by `read` from the node holding it, all at once; then judged against that metadata
+/// ([`PartitionReplicas::judge`]). A replica that could not be read is listed as unread.
+pub(crate) async fn gather_replicas<F, Fut>(
+    key: &str,
+    meta: Result<Option<PartitionMeta>, ClientError>,
+    read: F,
+) -> PartitionReplicas
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<ReplicaLog, String>>,
+{
+    let mut partition = PartitionReplicas {
+        key: key.to_string(),
+        ..Default::default()
+    };
+    let meta = match meta {
+        Ok(Some(meta)) => meta,
+        Ok(None) => return partition,
+        Err(e) => {
+            partition.unread.push(UnreadReplica {
+                node: e.node.unwrap_or_default(),
+                error: format!("metadata: {}: {}", e.cause.name(), e.message),
+            });
+            return partition;
+        }
+    };
+    let reads = meta.replicas.iter().map(|node| read(node.clone()));
+    for (node, read) in meta
+        .replicas
+        .iter()
+        .zip(futures::future::join_all(reads).await)
+    {
+        match read {
+            Ok(log) => partition.replicas.push(log),
+            Err(error) => partition.unread.push(UnreadReplica {
+                node: node.clone(),
+                error,
+            }),
+        }
+    }
+    partition.judge(meta.leader, meta.isr, &meta.replicas);
+    partition
+}
 
 /// The run's topic, as setup creates it.
 #[derive(Debug, Clone, PartialEq, Eq)]

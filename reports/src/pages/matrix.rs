@@ -624,7 +624,7 @@ pub const SYSTEM_AXIS: &str = "system";
 /// With a `system` axis of two systems or more: the cells side by side, one row per
 /// combination of the other axes, one column per system (in the matrix's order), each
 /// entry its runs' verdicts and lost acknowledged writes; rows where the systems differ in
-/// either are marked, since each such difference needs an explanation (a deviation of the
+/// verdicts, in runs that lost writes or in promises kept are marked, since each such difference needs an explanation (a deviation of the
 /// companion broker, or a behaviour of the real system).
 fn systems_table(summary: &MatrixSummary) -> String {
     let mut systems: Vec<&str> = Vec::new();
@@ -664,14 +664,22 @@ fn systems_table(summary: &MatrixSummary) -> String {
             .iter()
             .map(|s| entries.get(&(row.clone(), *s)).copied())
             .collect();
-        let standings: BTreeSet<(usize, usize, u64)> = cells
+        // How many acknowledged writes a run loses depends on its timing, which no two
+        // systems share; whether the runs lose any, and what they are judged, is compared.
+        let standings: BTreeSet<(usize, usize, u64, usize)> = cells
             .iter()
             .flatten()
             .map(|c| {
                 (
                     verdicts(c, Validity::Valid),
                     verdicts(c, Validity::Invalid),
-                    c.lost_writes_total,
+                    c.runs_with_lost_writes,
+                    c.runs
+                        .iter()
+                        .filter(|r| {
+                            r.results.as_ref().map(|res| res.promise) == Some(Promise::Kept)
+                        })
+                        .count(),
                 )
             })
             .collect();
@@ -698,8 +706,9 @@ fn systems_table(summary: &MatrixSummary) -> String {
     }
     out.push_str(
         "</table><p class=\"muted\">Each entry: runs valid and invalid (of all runs), and \
-         acknowledged writes lost over them. A row differs when the systems' verdicts or lost \
-         counts do.</p></section>",
+         acknowledged writes lost over them. A row differs when the systems' verdicts, the \
+         number of runs that lost acknowledged writes or the number that kept Kafka's promise \
+         do (how many writes a run loses depends on its timing).</p></section>",
     );
     out
 }
