@@ -36,6 +36,7 @@
 
 use crate::launch::RunTarget;
 use crate::launch::{check_schedule, check_sets, default_config, execute_run, new_runtime};
+use crate::runner::config::RunConfig;
 use crate::runner::{self, EXIT_HARNESS, EXIT_SETUP};
 use crate::store;
 use clap::Args;
@@ -250,6 +251,44 @@ impl MatrixFile {
     pub fn load(path: &Path) -> Result<MatrixFile, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         MatrixFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Keeps only the cells whose `axis` is one of the values given for it (`--only
+    /// axis=value`, repeated: values of one axis are alternatives, axes all apply); a
+    /// profile is named by its `name`. Cell labels stay as they were (a label names every
+    /// setting), so runs of a restricted matrix are the same cells' runs as the whole one's.
+    pub fn restrict(&mut self, only: &[(String, String)]) -> Result<(), String> {
+        let mut wanted: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (axis, value) in only {
+            wanted.entry(axis).or_default().push(value);
+        }
+        let mut axes = self.axes.clone();
+        for (axis, names) in wanted {
+            let Some(values) = axes.get_mut(axis) else {
+                let axes: Vec<&str> = self.axes.keys().map(String::as_str).collect();
+                return Err(format!(
+                    "--only {axis}=...: the matrix has no axis {axis:?} (its axes: {})",
+                    axes.join(", ")
+                ));
+            };
+            let name = |v: &toml::Value| match v {
+                toml::Value::Table(profile) => profile.get(PROFILE_NAME).map(value_text),
+                v => Some(value_text(v)),
+            };
+            if let Some(missing) = names
+                .iter()
+                .find(|n| !values.iter().any(|v| name(v).as_deref() == Some(**n)))
+            {
+                let known: Vec<String> = values.iter().filter_map(name).collect();
+                return Err(format!(
+                    "--only {axis}={missing}: axis {axis} has no value {missing:?} (its values: {})",
+                    known.join(", ")
+                ));
+            }
+            values.retain(|v| name(v).is_some_and(|n| names.contains(&n.as_str())));
+        }
+        self.axes = axes;
+        Ok(())
     }
 
     /// Every cell, the last axis (by name) varying fastest.
@@ -533,6 +572,60 @@ pub struct MatrixArgs {
     /// makes the exit code 1.
     #[arg(long, value_name = "STAMP", value_parser = parse_night)]
     pub night: Option<String>,
+    /// With `--seeds`: a cell's run with a seed that the store already holds finished (the
+    /// same settings and fault schedule, checked, not interrupted) is taken as it is instead
+    /// of run again, so a matrix too long for one sitting goes on where it stopped.
+    #[arg(long, requires = "seeds")]
+    pub resume: bool,
+    /// Run only the cells whose AXIS has this value (a profile by its name); repeat it for
+    /// more values of one axis or for other axes, e.g. `--only system=kafka:3.9.1 --only
+    /// plan=power-loss-leader`. The matrix page then shows those cells alone.
+    #[arg(long, value_name = "AXIS=VALUE", value_parser = parse_only)]
+    pub only: Vec<(String, String)>,
+}
+
+fn parse_only(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((axis, value)) if !axis.is_empty() && !value.is_empty() => {
+            Ok((axis.to_string(), value.to_string()))
+        }
+        _ => Err(format!("{s:?}: AXIS=VALUE, e.g. system=kafka:3.9.1")),
+    }
+}
+
+/// The newest run in `dir` (a matrix's store directory) that ran exactly `planned` (its
+/// settings, seed and resolved fault schedule) and finished: its verdict is in results.json
+/// and no signal interrupted it. `tidewater matrix --resume` takes it instead of running the
+/// cell's seed again.
+pub fn finished_run(dir: &Path, planned: &RunConfig) -> Option<PathBuf> {
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.join("config.json").is_file())
+        .collect();
+    // Run directories are named by their start time, so the newest sorts last.
+    runs.sort();
+    runs.into_iter().rev().find(|path| {
+        let run = store::RunDir { path: path.clone() };
+        let same = RunConfig::load(&run.config()).is_ok_and(|stored| stored == *planned);
+        let results = std::fs::read_to_string(run.results())
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+        let finished = results.is_some_and(|r| {
+            r.get("valid").is_some() && r["stats"].get("interrupted_by_signal").is_none()
+        });
+        same && finished
+    })
+}
+
+/// The config a matrix run of `config` with `seed` stores: the harness's default settings
+/// filled in and the fault schedule resolved, as `execute_run` does before it starts.
+fn resolved(config: &RunConfig, seed: u64) -> Result<RunConfig, String> {
+    let mut config = config.clone();
+    config.seed = seed;
+    config.apply_harness_defaults();
+    config.schedule = runner::faults::resolve_schedule(&config)?;
+    Ok(config)
 }
 
 /// A night's stamp: letters, digits, `-`, `_` and `.` only (it names a directory).
@@ -573,6 +666,10 @@ pub(crate) fn matrix_command(args: &MatrixArgs) -> i32 {
     }
     if !args.seeds.is_empty() {
         file.repetitions = args.seeds.len() as u32;
+    }
+    if let Err(e) = file.restrict(&args.only) {
+        eprintln!("tidewater: matrix {}: {e}", args.file.display());
+        return EXIT_SETUP;
     }
     // Every cell's config and fault schedule (its plan exists and fits its time limit) is
     // checked before the first run, so a typo fails in seconds.
@@ -636,6 +733,21 @@ pub(crate) fn matrix_command(args: &MatrixArgs) -> i32 {
             Some(seed) => *seed,
             None => rand::random(),
         };
+        if args.resume {
+            let done = resolved(&config, config.seed)
+                .ok()
+                .and_then(|planned| finished_run(&out_dir, &planned));
+            if let Some(dir) = done {
+                println!(
+                    "matrix cell {} run {}: seed {} finished before, in {} (--resume)",
+                    cell.label,
+                    repetition + 1,
+                    config.seed,
+                    dir.display()
+                );
+                return RunOutcome::Completed(dir);
+            }
+        }
         println!("matrix cell {} run {}", cell.label, repetition + 1);
         match execute_run(config, &target, &runtime) {
             // A verdict was reached (valid, invalid, unknown, or unknown with no recovery).
@@ -1245,6 +1357,110 @@ promise_kept = true
         })
         .unwrap();
         assert_eq!(run.exit_code(), 2);
+    }
+
+    #[test]
+    fn only_keeps_the_named_cells_under_their_whole_labels() {
+        let mut file = MatrixFile::parse(
+            r#"
+name = "m"
+[axes]
+system = ["companion", "kafka:4.1.1", "kafka:3.9.1"]
+plan = ["random", "kill-isr"]
+safety = [
+  { name = "safe", "min.insync.replicas" = 2 },
+  { name = "unsafe", "min.insync.replicas" = 1 },
+]
+"#,
+        )
+        .unwrap();
+        let whole: Vec<String> = file.cells().into_iter().map(|c| c.label).collect();
+        assert_eq!(whole.len(), 12);
+        let only = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(a, v)| (a.to_string(), v.to_string()))
+                .collect()
+        };
+        let mut some = file.clone();
+        some.restrict(&only(&[
+            ("system", "kafka:3.9.1"),
+            ("system", "companion"),
+            ("safety", "unsafe"),
+        ]))
+        .unwrap();
+        let kept: Vec<String> = some.cells().into_iter().map(|c| c.label).collect();
+        let expected: Vec<String> = whole
+            .iter()
+            .filter(|l| {
+                (l.contains("system=kafka:3.9.1") || l.contains("system=companion"))
+                    && l.contains("safety=unsafe")
+            })
+            .cloned()
+            .collect();
+        assert_eq!(expected.len(), 4);
+        assert_eq!(kept, expected, "the same labels as in the whole matrix");
+        let err = file.restrict(&only(&[("sytem", "companion")])).unwrap_err();
+        assert!(
+            err.contains("no axis \"sytem\" (its axes: plan, safety, system)"),
+            "{err}"
+        );
+        let err = file.restrict(&only(&[("safety", "risky")])).unwrap_err();
+        assert!(
+            err.contains("has no value \"risky\" (its values: safe, unsafe)"),
+            "{err}"
+        );
+        assert_eq!(
+            file.cells().len(),
+            12,
+            "a refused restriction changes nothing"
+        );
+        assert!(parse_only("plan").is_err() && parse_only("=x").is_err());
+        assert_eq!(parse_only("system=kafka:3.9.1").unwrap().1, "kafka:3.9.1");
+    }
+
+    #[test]
+    fn resume_takes_only_a_finished_run_of_the_same_settings_seed_and_schedule() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = crate::runner::config::example();
+        let planned = resolved(&base, 7).unwrap();
+        assert!(!planned.schedule.is_null() && planned.seed == 7);
+        assert!(planned
+            .harness_defaults
+            .contains(&"replica.lag.time.max.ms".to_string()));
+        let write = |stamp: &str, config: &RunConfig, results: Option<serde_json::Value>| {
+            let dir = tmp.path().join(stamp);
+            std::fs::create_dir_all(&dir).unwrap();
+            config.save(&dir.join("config.json")).unwrap();
+            if let Some(r) = results {
+                std::fs::write(dir.join("results.json"), r.to_string()).unwrap();
+            }
+            dir
+        };
+        let checked = serde_json::json!({"valid": "invalid", "stats": {}});
+        let interrupted =
+            serde_json::json!({"valid": "unknown", "stats": {"interrupted_by_signal": 2}});
+        assert_eq!(finished_run(tmp.path(), &planned), None, "an empty store");
+        let done = write("20261204T100000", &planned, Some(checked.clone()));
+        // Newer runs of the same cell and seed that did not finish are passed over.
+        write("20261204T110000", &planned, Some(interrupted));
+        write("20261204T120000", &planned, None);
+        assert_eq!(finished_run(tmp.path(), &planned), Some(done.clone()));
+        // Another seed, other settings or a schedule resolved differently are other runs.
+        assert_eq!(finished_run(tmp.path(), &resolved(&base, 8).unwrap()), None);
+        let mut longer = base.clone();
+        longer.time_limit_s += 10;
+        assert_eq!(
+            finished_run(tmp.path(), &resolved(&longer, 7).unwrap()),
+            None
+        );
+        let mut other_schedule = planned.clone();
+        other_schedule.schedule = serde_json::json!([]);
+        assert_eq!(finished_run(tmp.path(), &other_schedule), None);
+        // The newest finished one wins.
+        let again = write("20261204T130000", &planned, Some(checked));
+        assert_eq!(finished_run(tmp.path(), &planned), Some(again));
+        assert_ne!(finished_run(tmp.path(), &planned), Some(done));
     }
 
     #[test]

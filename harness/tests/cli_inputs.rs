@@ -247,6 +247,31 @@ fn a_matrix_naming_a_missing_plan_is_refused_before_any_cell_runs() {
     store.assert_untouched(&out);
     let out = tidewater(&["matrix", file.to_str().unwrap(), "--time-limit", "-1"]);
     assert_refused(&out, "invalid value '-1' for '--time-limit <SECONDS>'");
+    // --resume takes finished runs by their seed, so it needs --seeds (a usage error, 2).
+    let out = tidewater(&["matrix", file.to_str().unwrap(), "--resume"]);
+    assert_eq!(out.code, 2, "{}", out.transcript());
+    assert!(
+        out.stderr.contains("--seeds <SEED,SEED,...>"),
+        "{}",
+        out.transcript()
+    );
+    // --only names an axis and a value of it.
+    let out = tidewater(&["matrix", file.to_str().unwrap(), "--only", "system"]);
+    assert_refused(&out, "\"system\": AXIS=VALUE");
+    let out = tidewater(&[
+        "matrix",
+        file.to_str().unwrap(),
+        "--only",
+        "plan=kill-isr",
+        "--store",
+        store.path(),
+    ]);
+    assert_refused(
+        &out,
+        "--only plan=kill-isr: axis plan has no value \"kill-isr\" (its values: \
+         leader-isolation, no-such-plan)",
+    );
+    store.assert_untouched(&out);
 }
 
 #[test]
