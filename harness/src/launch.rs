@@ -547,6 +547,14 @@ pub(crate) fn check_schedule(config: &RunConfig) -> Result<(), String> {
 /// Runs one test from its config: resolves and prints the fault schedule, creates the run
 /// directory, runs every phase and prints the summary whose last lines are the report path
 /// and the verdict. Returns the exit code and the run directory (if one was created).
+/// Fills in the harness's default settings and resolves the fault schedule: the config a
+/// new run stores (`tidewater matrix --resume` compares stored runs with it).
+pub(crate) fn resolve(config: &mut RunConfig) -> Result<(), String> {
+    config.apply_harness_defaults();
+    config.schedule = runner::faults::resolve_schedule(config)?;
+    Ok(())
+}
+
 pub(crate) fn execute_run(
     mut config: RunConfig,
     target: &RunTarget,
@@ -556,13 +564,9 @@ pub(crate) fn execute_run(
     // Resolve the fault schedule before anything starts, so it is printed and stored. A
     // replay (schedule already stored) keeps the settings it ran with.
     if config.schedule.is_null() {
-        config.apply_harness_defaults();
-        match runner::faults::resolve_schedule(&config) {
-            Ok(s) => config.schedule = s,
-            Err(e) => {
-                eprintln!("tidewater: {e}");
-                return (EXIT_SETUP, None);
-            }
+        if let Err(e) = resolve(&mut config) {
+            eprintln!("tidewater: {e}");
+            return (EXIT_SETUP, None);
         }
     }
     // The seed comes first, before anything else prints (a broker build, a warning).

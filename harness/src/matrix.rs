@@ -618,13 +618,11 @@ pub fn finished_run(dir: &Path, planned: &RunConfig) -> Option<PathBuf> {
     })
 }
 
-/// The config a matrix run of `config` with `seed` stores: the harness's default settings
-/// filled in and the fault schedule resolved, as `execute_run` does before it starts.
+/// The config a matrix run of `config` with `seed` stores (`launch::resolve`).
 fn resolved(config: &RunConfig, seed: u64) -> Result<RunConfig, String> {
     let mut config = config.clone();
     config.seed = seed;
-    config.apply_harness_defaults();
-    config.schedule = runner::faults::resolve_schedule(&config)?;
+    crate::launch::resolve(&mut config)?;
     Ok(config)
 }
 
