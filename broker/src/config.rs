@@ -140,8 +140,8 @@ pub struct Config {
     /// `tidewater.unsafe.truncate.to.hw.enable`: UNSAFE, pre-KIP-101 follower truncation to the
     /// HW instead of by leader epoch.
     pub unsafe_truncate_to_hw_enable: bool,
-    /// `tidewater.unsafe.serve.lagging.hw.enable`: UNSAFE, pre-KIP-207 new leaders serve reads
-    /// with a HW below their epoch start instead of OFFSET_NOT_AVAILABLE.
+    /// `tidewater.unsafe.serve.lagging.hw.enable`: UNSAFE, pre-KIP-207 new leaders answer the
+    /// latest offset with a HW below their epoch start instead of OFFSET_NOT_AVAILABLE.
     pub unsafe_serve_lagging_hw_enable: bool,
     /// `tidewater.bug.*`: deliberate bugs for `tidewater detect`, settable only in a build
     /// with the `deliberate-bugs` feature (see [`crate::bugs`]).
@@ -251,7 +251,7 @@ pub const SETTINGS: &[Setting] = &[
     setting("broker.heartbeat.interval.ms", "500", "How often a broker heartbeats to the controller (Kafka: 2000; 500 here so fencing and metadata changes stay prompt with short session timeouts)."),
     setting("replica.high.watermark.checkpoint.interval.ms", "5000", "How often each replica writes its HW to `replication-offset-checkpoint` in its partition directory."),
     setting("tidewater.unsafe.truncate.to.hw.enable", "false", "UNSAFE (pre-KIP-101): a follower truncates to its HW on restart or leader change instead of by leader epoch; can lose acknowledged records and make replicas diverge."),
-    setting("tidewater.unsafe.serve.lagging.hw.enable", "false", "UNSAFE (pre-KIP-207): a new leader whose HW is below its epoch start serves reads anyway instead of OFFSET_NOT_AVAILABLE; consumers can see the HW go back."),
+    setting("tidewater.unsafe.serve.lagging.hw.enable", "false", "UNSAFE (pre-KIP-207): a new leader whose HW is below its epoch start answers the latest offset (ListOffsets) with that HW instead of OFFSET_NOT_AVAILABLE. Fetches are served below the lagging HW either way, as in Kafka."),
     setting("kafka.listeners", "", "Address Kafka's binary protocol is served on, `PLAINTEXT://HOST:PORT` (docs/kafka-protocol.md); empty = off. Port 0 picks a free port and the binary prints `kafka listening on HOST:PORT` on stdout after the `listening on` line."),
     setting("kafka.advertised.listeners", "", "`PLAINTEXT://HOST:PORT` Kafka clients are given in metadata; empty = the bound address (the host of the HTTP advertised URL when bound to every interface)."),
     setting("socket.request.max.bytes", "104857600", "Largest Kafka request frame accepted; a larger size prefix closes the connection before the body is read (Kafka's name and default)."),

@@ -158,7 +158,7 @@ impl InternalTopic {
             role.leader_epoch
         };
         cluster
-            .check_consumer_read(self.name, partition)
+            .check_hw_current(self.name, partition)
             .map_err(|e| match e.kind {
                 ErrorKind::OffsetNotAvailable => CoordinatorUnavailable::LoadInProgress(e.message),
                 _ => not_coordinator(),

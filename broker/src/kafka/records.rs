@@ -41,8 +41,8 @@ use crate::ops::fetch::{
     fetch_records, FetchParams, FETCH_MAX_BYTES_LIMIT, FETCH_MAX_WAIT_LIMIT_MS,
 };
 use crate::ops::offsets::{
-    consumer_offsets_at, delete_records_before, end_offset_for_epoch, epoch_at,
-    offset_for_timestamp, TimestampSearch,
+    check_latest_available, consumer_offsets_at, delete_records_before, end_offset_for_epoch,
+    epoch_at, offset_for_timestamp, TimestampSearch,
 };
 use crate::ops::produce::{produce_records, Acks, ProduceInput};
 use crate::partition::{Isolation, PartitionOffsets};
@@ -429,7 +429,7 @@ struct FetchAsk {
 }
 
 /// Fetch for consumers: every partition read as `GET .../records` reads it (HW or LEO by
-/// isolation level, KIP-320 leader epochs, KIP-207 OFFSET_NOT_AVAILABLE); when nothing is
+/// isolation level, KIP-320 leader epochs; a new leader serves its lagging HW); when nothing is
 /// visible anywhere, waits up to `max_wait_ms` for the first partition to have some. No
 /// fetch sessions are created (session id 0: the client sends full fetches).
 pub async fn fetch(
@@ -643,10 +643,16 @@ pub async fn list_offsets(
                     EARLIEST => Some((offsets.log_start_offset, -1)),
                     // READ_COMMITTED's latest is the last stable offset (Kafka's
                     // `fetchOffsetForTimestamp` with isolation level 1).
-                    LATEST if body.isolation_level == 1 => {
-                        Some((reported_last_stable_offset(broker, &offsets), -1))
+                    // KIP-207 gates the latest offset only (Kafka's
+                    // `fetchOffsetForTimestamp`).
+                    LATEST => {
+                        check_latest_available(broker, &name, index)?;
+                        if body.isolation_level == 1 {
+                            Some((reported_last_stable_offset(broker, &offsets), -1))
+                        } else {
+                            Some((offsets.high_watermark, -1))
+                        }
                     }
-                    LATEST => Some((offsets.high_watermark, -1)),
                     MAX_TIMESTAMP => search(TimestampSearch::Largest).await?,
                     target if target >= 0 => search(TimestampSearch::AtOrAfter(target)).await?,
                     other => {

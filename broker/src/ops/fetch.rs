@@ -1,6 +1,7 @@
-//! A consumer's fetch of one partition on its leader: leader and epoch checks (KIP-320,
-//! KIP-207), bounds, the read below the HW (or the LEO), and a long poll when nothing is
-//! visible yet.
+//! A consumer's fetch of one partition on its leader: leader and epoch checks (KIP-320),
+//! bounds, the read below the HW (or the LEO), and a long poll when nothing is visible yet. A
+//! new leader whose HW lags its epoch start serves reads below that HW, as Kafka does
+//! (KIP-207 gates only the latest offset, `ops::offsets::check_latest_available`).
 
 use std::time::Duration;
 

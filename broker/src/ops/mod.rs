@@ -59,9 +59,9 @@ fn non_negative_offset(offset: i64) -> Result<u64, ApiError> {
     })
 }
 
-/// KIP-320 and KIP-207 for a consumer's request on `partition` of `topic`, with the leader
-/// epoch the client believes current: in a cluster the replication side's checks (leader,
-/// epoch, HW at the epoch start), alone the partition's own epoch.
+/// KIP-320 for a consumer's request on `partition` of `topic`, with the leader epoch the
+/// client believes current: in a cluster the replication side's checks (leader, epoch), alone
+/// the partition's own epoch.
 fn check_consumer_read(
     broker: &Broker,
     topic: &str,

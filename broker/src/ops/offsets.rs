@@ -21,6 +21,16 @@ pub fn consumer_offsets(
     Ok(partition.offsets())
 }
 
+/// KIP-207 for a consumer asking for the latest offset of `index` of `topic`: in a cluster,
+/// OFFSET_NOT_AVAILABLE while a new leader's HW is below its epoch start (Kafka gates only
+/// this answer; fetches and the earliest offset are served with the lagging HW).
+pub fn check_latest_available(broker: &Broker, topic: &str, index: u32) -> Result<(), ApiError> {
+    match &broker.cluster {
+        Some(cluster) => cluster.check_hw_current(topic, index),
+        None => Ok(()),
+    }
+}
+
 /// [`consumer_offsets`] for a client that sent the leader epoch it believes current: in a
 /// cluster that epoch is checked first (KIP-320); a standalone broker does not check it here.
 pub fn consumer_offsets_at(

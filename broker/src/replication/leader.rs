@@ -103,8 +103,8 @@ pub struct LeaderState {
 
 impl LeaderState {
     /// State of a new leadership as the metadata `partition` describes it. `high_watermark`
-    /// is the replica's own HW (it may be below `epoch_start_offset`: KIP-207 then hides data
-    /// until it catches up).
+    /// is the replica's own HW (it may be below `epoch_start_offset`: reads are served below it,
+    /// and KIP-207 withholds the latest offset, until it catches up).
     pub fn new(
         broker_id: u32,
         partition: &PartitionMetadata,

@@ -14,7 +14,7 @@
 //!     the diagnostic log read;
 //!   - `isr`: ISR shrink and expansion through AlterPartition;
 //!   - `produce`: replicated produce (acks, min.insync.replicas, delayed produce);
-//!   - `leadership_checks`: may a client request be served here (leader, KIP-320, KIP-207);
+//!   - `leadership_checks`: may a client request be served here (leader, KIP-320; KIP-207 for the latest offset);
 //!   - `delete_records`: DeleteRecords on the leader;
 //!   - `hw_checkpoint`: the per-replica HW checkpoint file and its periodic write;
 //!   - `status`: local replicas as status and metrics show them.

@@ -25,8 +25,8 @@ pub struct ReplicationConfig {
     /// `tidewater.unsafe.truncate.to.hw.enable`: pre-KIP-101 truncation to the HW (loses
     /// committed records).
     pub unsafe_truncate_to_hw_enable: bool,
-    /// `tidewater.unsafe.serve.lagging.hw.enable`: pre-KIP-207, a new leader serves reads
-    /// with a HW below its epoch start (consumers can see the HW go back).
+    /// `tidewater.unsafe.serve.lagging.hw.enable`: pre-KIP-207, a new leader answers the
+    /// latest offset with a HW below its epoch start instead of OFFSET_NOT_AVAILABLE.
     pub unsafe_serve_lagging_hw_enable: bool,
     /// `min.insync.replicas`: the broker default (a topic's override wins).
     pub min_insync_replicas: u16,

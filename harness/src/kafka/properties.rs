@@ -492,8 +492,9 @@ const ROUTES: &[(&str, Route)] = &[
     (
         "tidewater.unsafe.serve.lagging.hw.enable",
         Route::Absent(
-            "serving a lagging high watermark is the companion broker's switch for Kafka's \
-             behaviour before KIP-207 (2.2); a KRaft Kafka always answers OFFSET_NOT_AVAILABLE",
+            "answering the latest offset with a lagging high watermark is the companion \
+             broker's switch for Kafka's behaviour before KIP-207 (2.2); a KRaft Kafka always \
+             answers OFFSET_NOT_AVAILABLE there",
         ),
     ),
 ];

@@ -600,13 +600,15 @@ impl CheckSettings {
             },
             _ if self.serve_lagging_hw => Judgement {
                 breaks_promise: false,
-                note: "expected: the broker serves a new leader's lagging high watermark (pre-KIP-207); no record was lost".into(),
+                note: "expected: a new leader serves its lagging high watermark, and with serve_lagging_hw (pre-KIP-207) answers it as the latest offset too; no record was lost".into(),
             },
-            // Kafka's reads are not linearizable: a deposed leader that has not yet learned of
-            // its successor may answer with its older high watermark. Only loss is a bug.
+            // Kafka's reads are not linearizable: a new leader serves fetches with its own HW,
+            // which lags the old leader's until its followers fetch again (KIP-207 withholds
+            // only the latest offset), and a deposed leader that has not yet learned of its
+            // successor may answer with its older one. Only loss is a bug.
             _ => Judgement {
                 breaks_promise: false,
-                note: "reported, not a breaks_promise: no record was lost, and a deposed leader that has not yet learned of its successor may still answer with its older high watermark; many of these without serve_lagging_hw point at a KIP-207 bug".into(),
+                note: "reported, not a breaks_promise: no record was lost; a new leader serves fetches with its own high watermark, which lags the old leader's until its followers fetch again (Kafka's Partition.fetchRecords; KIP-207 withholds only the latest offset), and a deposed leader that has not yet learned of its successor may still answer with its older one".into(),
             },
         }
     }

@@ -15,7 +15,7 @@ use super::extract::{check_announced_length, decode_json, ApiJson, ApiPath, ApiQ
 use crate::broker::Broker;
 use crate::error::{ApiError, ErrorKind};
 use crate::ops::fetch::{fetch_records, FetchParams};
-use crate::ops::offsets::{consumer_offsets, delete_records_before};
+use crate::ops::offsets::{check_latest_available, consumer_offsets, delete_records_before};
 use crate::ops::produce::{
     check_timestamp, produce_target, Acks, ProduceBatch, ProduceLimits, ProduceResponse,
     PRODUCE_TIMEOUT_MAX_MS,
@@ -313,7 +313,10 @@ pub async fn list_offsets(
     let offsets = consumer_offsets(&broker, &topic, index)?;
     let offset = match query.spec.as_str() {
         "earliest" => offsets.log_start_offset,
-        "latest" => offsets.high_watermark,
+        "latest" => {
+            check_latest_available(&broker, &topic, index)?;
+            offsets.high_watermark
+        }
         other => {
             return Err(ApiError::invalid_request(format!(
                 "spec must be \"earliest\" or \"latest\", got {other:?}"
