@@ -86,14 +86,11 @@ async fn admin_view_and_workload_client_over_kafkas_protocol() {
 
     // The workload's client: acks=all on a single broker is refused before the append
     // (min.insync.replicas=2 > ISR 1), a certain failure as over HTTP.
-    let client = KafkaQueueClient::new(
-        KafkaClientConfig {
-            bootstrap: vec![address.clone()],
-            request_timeout_ms: 5_000,
-            metadata_timeout_ms: 2_000,
-        },
-        None,
-    );
+    let client = KafkaQueueClient::new(KafkaClientConfig {
+        bootstrap: vec![address.clone()],
+        request_timeout_ms: 5_000,
+        metadata_timeout_ms: 2_000,
+    });
     match client.send("kt/0", 1, "all").await {
         Outcome::Fail(e) => assert_eq!(
             e.cause,

@@ -29,8 +29,8 @@ use tidewater_kafka_model::ErrorCode;
 use tokio::sync::Mutex;
 
 use crate::client::{
-    read_certainty, send_certainty, split_key, BrokerClient, Certainty, ClientError, ErrorCause,
-    Fetched, Outcome, Sent,
+    read_certainty, send_certainty, split_key, Certainty, ClientError, ErrorCause, Fetched,
+    Outcome, Sent,
 };
 use crate::queue::QueueClient;
 
@@ -60,9 +60,6 @@ pub struct KafkaQueueClient {
     builds: AtomicUsize,
     /// One rskafka partition client per key, dropped after any failure.
     partitions: Mutex<HashMap<String, Arc<PartitionClient>>>,
-    /// The companion broker's HTTP client, for [`QueueClient::settled_at`] (an observation of
-    /// the broker's status that Kafka's protocol does not carry); `None` against other brokers.
-    settled: Option<Arc<BrokerClient>>,
 }
 
 /// Kafka's name for an rskafka protocol error: `NotEnoughReplicas` -> `NOT_ENOUGH_REPLICAS`.
@@ -136,14 +133,13 @@ fn error(cause: ErrorCause, message: String) -> ClientError {
 }
 
 impl KafkaQueueClient {
-    /// A client for `config`; `settled` is the companion broker's HTTP client, if any.
-    pub fn new(config: KafkaClientConfig, settled: Option<Arc<BrokerClient>>) -> KafkaQueueClient {
+    /// A client for `config`.
+    pub fn new(config: KafkaClientConfig) -> KafkaQueueClient {
         KafkaQueueClient {
             config,
             client: Mutex::new(None),
             builds: AtomicUsize::new(0),
             partitions: Mutex::new(HashMap::new()),
-            settled,
         }
     }
 
@@ -423,13 +419,6 @@ impl QueueClient for KafkaQueueClient {
 
     async fn log_end(&self, key: &str) -> Option<u64> {
         self.latest(key).await.ok()
-    }
-
-    async fn settled_at(&self, key: &str, offset: u64) -> bool {
-        match &self.settled {
-            Some(http) => http.settled_at(key, offset).await,
-            None => false,
-        }
     }
 }
 

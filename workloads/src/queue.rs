@@ -42,12 +42,6 @@ pub trait QueueClient: Send + Sync + 'static {
     fn log_end(&self, _key: &str) -> impl Future<Output = Option<u64>> + Send {
         async { None }
     }
-    /// True when `key`'s log has settled at `offset` (nothing at or above it exists, and
-    /// nothing else can be elected): the final reads are complete there. Clients that cannot
-    /// tell answer false, and the final reads then wait for every acknowledged offset.
-    fn settled_at(&self, _key: &str, _offset: u64) -> impl Future<Output = bool> + Send {
-        async { false }
-    }
 }
 
 impl QueueClient for BrokerClient {
@@ -75,10 +69,6 @@ impl QueueClient for BrokerClient {
 
     async fn log_end(&self, key: &str) -> Option<u64> {
         self.list_offset(key, "latest").await.ok()
-    }
-
-    fn settled_at(&self, key: &str, offset: u64) -> impl Future<Output = bool> + Send {
-        BrokerClient::settled_at(self, key, offset)
     }
 }
 

@@ -1,12 +1,15 @@
 //! The final reads: after heal and recovery, read every partition from offset 0 (the broker
 //! answers from its log start) until the reads cover every acknowledged offset and the high
-//! watermark seen when they began, or the final time limit passes. Each partition is read by
-//! its own fresh process; its ops carry `"final": true`.
+//! watermark seen when they began, or until the system says the log settled below an
+//! acknowledged offset, or the final time limit passes. Each partition is read by its own
+//! fresh process; its ops carry `"final": true`.
 
 use crate::recorder::Recorder;
 use crate::runner::workload::{client_op, completion_op};
+use crate::system::System;
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tidewater_workloads::history::{Key, OpType};
@@ -42,9 +45,23 @@ impl KeyCoverage {
     }
 }
 
+/// Whether a key's log has settled at an offset: [`System::settled_at`] for a run.
+pub trait LogSettled: Send + Sync + 'static {
+    /// True when nothing at or above `offset` exists on any replica of `key` and nothing
+    /// else can be elected.
+    fn settled_at(&self, key: &str, offset: u64) -> impl Future<Output = bool> + Send;
+}
+
+impl<S: System> LogSettled for S {
+    fn settled_at(&self, key: &str, offset: u64) -> impl Future<Output = bool> + Send {
+        System::settled_at(self, key, offset)
+    }
+}
+
 /// Reads one key to its target. The target is `max(acked + 1, HW at the first answer)`.
-async fn read_key<C: QueueClient>(
+async fn read_key<C: QueueClient, L: LogSettled>(
     client: &C,
+    log: &L,
     recorder: &Recorder,
     key: &str,
     acked_max: Option<u64>,
@@ -82,7 +99,7 @@ async fn read_key<C: QueueClient>(
         // At the end of what is committed but short of an acknowledged offset: either the
         // followers are still catching up (wait) or the log settled below it (stop).
         if ok && !advanced && read_hw.is_some_and(|hw| position >= hw) && position < target {
-            settled = client.settled_at(key, position).await;
+            settled = log.settled_at(key, position).await;
         }
         // Back off when nothing moved (a failure, or an acknowledged offset the log does not
         // reach yet), so waiting for followers does not flood the history.
@@ -99,9 +116,11 @@ fn final_invoke(process: u64) -> tidewater_workloads::history::Op {
     op
 }
 
-/// Reads every key concurrently; returns the coverage per key.
-pub async fn read_all<C: QueueClient>(
+/// Reads every key concurrently with `client`, asking `log` whether a log settled short of
+/// its target; returns the coverage per key.
+pub async fn read_all<C: QueueClient, L: LogSettled>(
     client: Arc<C>,
+    log: Arc<L>,
     recorder: Arc<Recorder>,
     keys: &[Key],
     time_limit: Duration,
@@ -109,10 +128,10 @@ pub async fn read_all<C: QueueClient>(
     let deadline = Instant::now() + time_limit;
     let acked = recorder.acked_offsets_max();
     let tasks = keys.iter().map(|key| {
-        let (client, recorder) = (client.clone(), recorder.clone());
+        let (client, log, recorder) = (client.clone(), log.clone(), recorder.clone());
         let acked_max = acked.get(key).copied();
         async move {
-            let cov = read_key(&*client, &recorder, key, acked_max, deadline).await;
+            let cov = read_key(&*client, &*log, &recorder, key, acked_max, deadline).await;
             (key.clone(), cov)
         }
     });
@@ -156,6 +175,9 @@ mod tests {
                 node: "n1".into(),
             })
         }
+    }
+
+    impl LogSettled for Log {
         async fn settled_at(&self, _key: &str, offset: u64) -> bool {
             self.settle_at == Some(offset)
         }
@@ -171,6 +193,7 @@ mod tests {
             settle_at: None,
         });
         let cov = read_all(
+            client.clone(),
             client,
             recorder.clone(),
             &["t0/0".to_string()],
@@ -220,7 +243,14 @@ mod tests {
             calls: AtomicU32::new(1),
             settle_at,
         });
-        let mut cov = read_all(client, recorder, &["t0/0".to_string()], limit).await;
+        let mut cov = read_all(
+            client.clone(),
+            client,
+            recorder,
+            &["t0/0".to_string()],
+            limit,
+        )
+        .await;
         cov.remove("t0/0").unwrap()
     }
 

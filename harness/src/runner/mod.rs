@@ -412,7 +412,14 @@ async fn run_phases<S: System>(
 
     let final_limit = Duration::from_secs(config.final_time_limit_s);
     progress.phase("final-reads", Some(final_limit));
-    let coverage = final_reads::read_all(system.queue(), recorder.clone(), keys, final_limit).await;
+    let coverage = final_reads::read_all(
+        system.queue(),
+        system.clone(),
+        recorder.clone(),
+        keys,
+        final_limit,
+    )
+    .await;
     for (key, c) in &coverage {
         if !c.complete() {
             say(

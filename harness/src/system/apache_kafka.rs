@@ -49,8 +49,7 @@ impl ApacheKafka {
                 bootstrap.clone(),
                 Duration::from_millis(client_config.request_timeout_ms),
             ),
-            // Only the companion broker can say when a log has settled (`/v1/status`).
-            queue: Arc::new(kafka_queue_client(bootstrap.clone(), &client_config, None)),
+            queue: Arc::new(kafka_queue_client(bootstrap.clone(), &client_config)),
             bootstrap,
             client_config,
         }
@@ -99,20 +98,35 @@ impl System for ApacheKafka {
         KafkaGroupClient::new(self.bootstrap.clone(), &self.client_config, settings)
     }
 
+    async fn settled_at(&self, key: &str, offset: u64) -> bool {
+        // Each replica's bounds and HW from the broker holding it, judged as the replica
+        // logs are (`PartitionReplicas::judge`), without reading their records.
+        let replicas = self.replicas(key, false).await;
+        replicas.settled && replicas.high_watermark() == offset
+    }
+
     async fn replica_logs(&self, key: &str) -> Result<PartitionReplicas, String> {
+        Ok(self.replicas(key, true).await)
+    }
+}
+
+impl ApacheKafka {
+    /// Every replica of `key` as the broker holding it serves it, with their records when
+    /// `records`, judged against the leader and ISR of the freshest Metadata.
+    async fn replicas(&self, key: &str, records: bool) -> PartitionReplicas {
         let meta = self.admin.partition_meta(key).await;
         let leader = meta.as_ref().ok().and_then(|m| m.as_ref()?.leader.clone());
         let leader = leader.as_deref();
-        Ok(gather_replicas(key, meta, |node| async move {
+        gather_replicas(key, meta, |node| async move {
             let role = if leader == Some(node.as_str()) {
                 "leader"
             } else {
                 "follower"
             };
             let address = self.brokers.get(&node).copied();
-            read_replica(&self.admin, address, &node, role, key).await
+            read_replica(&self.admin, address, &node, role, key, records).await
         })
-        .await)
+        .await
     }
 }
 
@@ -121,15 +135,17 @@ const REPLICA_FETCH_BYTES: i32 = 4 << 20;
 
 /// One replica's log as the broker holding it serves it: its log start and end offsets
 /// (ListOffsets with Kafka's debugging replica id, answered for the broker's own replica),
-/// then its records by consumer fetches sent to that broker, which a follower serves from its
-/// own log (KIP-392), up to its own high watermark. What lies above a replica's HW cannot be
-/// read this way, so it is not compared (docs/checkers.md).
+/// its high watermark and, when `records`, its records, by consumer fetches sent to that
+/// broker, which a follower serves from its own log (KIP-392), up to its own high watermark.
+/// What lies above a replica's HW cannot be read this way, so it is not compared
+/// (docs/checkers.md).
 async fn read_replica(
     admin: &KafkaAdmin,
     address: Option<SocketAddr>,
     node: &str,
     role: &str,
     key: &str,
+    records: bool,
 ) -> Result<ReplicaLog, String> {
     let failed = |e: ClientError| format!("{}: {}", e.cause.name(), e.message);
     let address = address
@@ -148,9 +164,11 @@ async fn read_replica(
     };
     let mut next = log_start_offset;
     let mut first = true;
+    // Without records, one small fetch for the HW (Kafka returns at least one batch).
+    let bytes = if records { REPLICA_FETCH_BYTES } else { 1 };
     loop {
         let page = admin
-            .replica_fetch(&address, key, next, REPLICA_FETCH_BYTES)
+            .replica_fetch(&address, key, next, bytes)
             .await
             .map_err(failed)?;
         if first {
@@ -159,7 +177,7 @@ async fn read_replica(
             log.high_watermark = page.high_watermark;
             first = false;
         }
-        if page.records.is_empty() {
+        if page.records.is_empty() || !records {
             return Ok(log);
         }
         next = page.next_offset;

@@ -125,6 +125,11 @@ impl System for CompanionOverHttp {
         self.client.clone()
     }
 
+    async fn settled_at(&self, key: &str, offset: u64) -> bool {
+        // The broker's own status says it (`/v1/status`).
+        self.client.settled_at(key, offset).await
+    }
+
     fn group(&self, settings: &GroupSettings) -> HttpGroupClient {
         HttpGroupClient::new(&self.client_config, settings)
     }
@@ -149,11 +154,7 @@ impl CompanionOverKafka {
     /// The workload of `http`'s broker moved onto its Kafka listeners.
     pub fn new(http: CompanionOverHttp) -> CompanionOverKafka {
         let bootstrap = http.kafka_bootstrap();
-        let kafka = kafka_queue_client(
-            bootstrap.clone(),
-            &http.client_config,
-            Some(http.client.clone()),
-        );
+        let kafka = kafka_queue_client(bootstrap.clone(), &http.client_config);
         CompanionOverKafka {
             http,
             bootstrap,
@@ -184,6 +185,10 @@ impl System for CompanionOverKafka {
 
     async fn leaders_answer(&self, keys: &[String]) -> bool {
         self.http.leaders_answer(keys).await
+    }
+
+    async fn settled_at(&self, key: &str, offset: u64) -> bool {
+        self.http.settled_at(key, offset).await
     }
 
     fn queue(&self) -> Arc<KafkaQueueClient> {

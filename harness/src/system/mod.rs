@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tidewater_workloads::client::{BrokerClient, ClientConfig, ClientError, PartitionMeta};
+use tidewater_workloads::client::{ClientConfig, ClientError, PartitionMeta};
 use tidewater_workloads::group::{GroupClient, GroupSettings};
 use tidewater_workloads::java::JavaQueueClient;
 use tidewater_workloads::kafka::{KafkaClientConfig, KafkaQueueClient};
@@ -138,6 +138,12 @@ pub trait System: Send + Sync + 'static {
     /// The workload's (and the final reads') client.
     fn queue(&self) -> Arc<Self::Queue>;
 
+    /// True when `key`'s log has settled at `offset`: every replica answers, is in the ISR and
+    /// ends at `offset`, which is the leader's high watermark and known to every replica, so
+    /// nothing at or above it exists and nothing else can be elected. The final reads stop
+    /// there short of an acknowledged offset (that record is lost, not unread).
+    fn settled_at(&self, key: &str, offset: u64) -> impl Future<Output = bool> + Send;
+
     /// A coordinator client for the group workload with `settings`.
     fn group(&self, settings: &GroupSettings) -> Self::Group;
 
@@ -200,17 +206,12 @@ pub async fn run_with<P: Phases>(
 }
 
 /// The workload's client over the Kafka listeners at `bootstrap` (`HOST:PORT` each), with the
-/// HTTP client's bounds; `settled` is the companion broker's HTTP client, the only one that
-/// can say when a log has settled (`/v1/status`).
-fn kafka_queue_client(
-    bootstrap: Vec<String>,
-    config: &ClientConfig,
-    settled: Option<Arc<BrokerClient>>,
-) -> KafkaQueueClient {
+/// HTTP client's bounds.
+fn kafka_queue_client(bootstrap: Vec<String>, config: &ClientConfig) -> KafkaQueueClient {
     let settings = KafkaClientConfig {
         bootstrap,
         request_timeout_ms: config.request_timeout_ms,
         metadata_timeout_ms: config.metadata_timeout_ms,
     };
-    KafkaQueueClient::new(settings, settled)
+    KafkaQueueClient::new(settings)
 }

@@ -77,6 +77,10 @@ impl<S: System<Group = KafkaGroupClient>> System for OverJava<S> {
         self.kafka.leaders_answer(keys).await
     }
 
+    async fn settled_at(&self, key: &str, offset: u64) -> bool {
+        self.kafka.settled_at(key, offset).await
+    }
+
     async fn replica_logs(&self, key: &str) -> Result<PartitionReplicas, String> {
         self.kafka.replica_logs(key).await
     }
