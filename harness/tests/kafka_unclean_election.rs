@@ -2,18 +2,17 @@
 //! skipped with a message when Java or Kafka cannot be had, a failure under
 //! `TIDEWATER_REQUIRE_KAFKA=1`):
 //!
-//! `tidewater run --system kafka --plan unclean-election` with `min.insync.replicas=1` and
+//! `tidewater run --system kafka --client java --acks 1 --plan unclean-election` with
 //! `unclean.leader.election.enable=true` loses acknowledged writes: it exits 1, prints "DATA
 //! LOST: N of M acknowledged writes" with N and M counted here straight from history.jsonl,
-//! and keeps the promise (the settings allow the loss). The writes are acknowledged with
-//! acks=all, not acks=1: the Kafka client (rskafka) always sends acks=-1, and with
-//! `min.insync.replicas=1` an ISR of the leader alone acknowledges them, which is the same
-//! exposure (docs/real-kafka.md). Kafka's controller also elects uncleanly on a timer
-//! (`unclean.leader.election.interval.ms`, 5 minutes by default); the run sets it to 1 s
-//! so that the election cannot fall outside the plan.
+//! and keeps the promise (acks=1 and unclean election both allow the loss). The writes go
+//! through Kafka's own Java client, the only client of the harness that sends acks=1 to
+//! Kafka (rskafka always asks for acks=-1; docs/real-kafka.md). Kafka's controller also
+//! elects uncleanly on a timer (`unclean.leader.election.interval.ms`, 5 minutes by default);
+//! the run sets it to 1 s so that the election cannot fall outside the plan.
 //!
-//! LONG: Kafka's four JVMs come up (20 s to minutes on two shared cores), then a 45-second
-//! main phase. Subnet 10.242.2.0/24.
+//! LONG: Kafka's four JVMs and the client's driver JVM come up (20 s to minutes on two shared
+//! cores), then a 45-second main phase. Subnet 10.242.2.0/24.
 
 mod run_support;
 
@@ -24,7 +23,7 @@ use run_support::{
 const SUBNET: &str = "10.242.2.0/24";
 
 #[test]
-fn unclean_election_on_kafka_loses_acknowledged_writes_counted_from_the_history() {
+fn unclean_election_with_acks_1_on_kafka_loses_acknowledged_writes_counted_from_the_history() {
     if !can_run("kafka_unclean_election") || !kafka_available("kafka_unclean_election") {
         return;
     }
@@ -35,6 +34,8 @@ fn unclean_election_on_kafka_loses_acknowledged_writes_counted_from_the_history(
         &[
             "--system",
             "kafka",
+            "--client",
+            "java",
             "--plan",
             "unclean-election",
             "--time-limit",
@@ -44,9 +45,7 @@ fn unclean_election_on_kafka_loses_acknowledged_writes_counted_from_the_history(
             "--rate",
             "100",
             "--acks",
-            "all",
-            "--set",
-            "min.insync.replicas=1",
+            "1",
             "--set",
             "unclean.leader.election.enable=true",
             "--set",
@@ -82,14 +81,24 @@ fn unclean_election_on_kafka_loses_acknowledged_writes_counted_from_the_history(
     );
     let lost = &results["anomalies"]["lost-write"];
     assert_eq!(lost["breaks_promise"], false, "{lost}");
+    assert_eq!(
+        results["stats"]["lost_writes_by_acks"]["1"], absent,
+        "every lost write was sent with acks=1: {}",
+        results["stats"]
+    );
     for example in lost["examples"].as_array().unwrap() {
         assert!(example["offset"].is_u64(), "{example}");
-        assert_eq!(example["acks"], "all", "{example}");
+        assert_eq!(example["acks"], "1", "{example}");
     }
     let config = run_support::json(&run_dir.join("config.json"));
     assert_eq!(
         config["system"],
         format!("kafka:{}", tidewater::kafka::DEFAULT_VERSION)
+    );
+    assert_eq!(
+        config["java_client"]["producer"]["acks"], "1",
+        "the producer the Java client ran with: {}",
+        config["java_client"]
     );
     let properties = std::fs::read_to_string(run_dir.join("nodes/c1/server.properties")).unwrap();
     assert!(
