@@ -140,57 +140,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
         "0",
         EFFECTIVE_MIN_ISR,
     ),
-    // KIP-394: a new member's first JoinGroup (v4+) gets a member id to rejoin with.
-    ("join_new_member.error_code", "0", "79", MEMBER_ID_REQUIRED),
-    (
-        "join_new_member.generation_id",
-        "1",
-        "-1",
-        MEMBER_ID_REQUIRED,
-    ),
-    (
-        "join_new_member.leader",
-        "<member1>",
-        "",
-        MEMBER_ID_REQUIRED,
-    ),
-    ("join_new_member.members.len", "1", "0", MEMBER_ID_REQUIRED),
-    (
-        "join_new_member.members[0].group_instance_id",
-        "None",
-        "<absent>",
-        MEMBER_ID_REQUIRED,
-    ),
-    (
-        "join_new_member.members[0].member_id",
-        "<member1>",
-        "<absent>",
-        MEMBER_ID_REQUIRED,
-    ),
-    (
-        "join_new_member.members[0].metadata",
-        "len=28",
-        "<absent>",
-        MEMBER_ID_REQUIRED,
-    ),
-    (
-        "join_new_member.members[0].unknown_tagged_fields",
-        "{}",
-        "<absent>",
-        MEMBER_ID_REQUIRED,
-    ),
-    (
-        "join_new_member.protocol_name",
-        "range",
-        "None",
-        MEMBER_ID_REQUIRED,
-    ),
-    (
-        "join_new_member.protocol_type",
-        "consumer",
-        "None",
-        MEMBER_ID_REQUIRED,
-    ),
 ];
 
 const MAX_VERSIONS: &str = "the companion's upper bounds stop before features it does not have \
@@ -201,9 +150,6 @@ const TOPIC_IDS: &str = "the companion keeps no topic ids (zero)";
 const EFFECTIVE_MIN_ISR: &str = "Kafka 3.9 and 4.x hold a partition to min(min.insync.replicas, \
      replication factor) (Partition.effectiveMinIsr): min.insync.replicas 4 on three in-sync \
      replicas takes acks=all writes, the companion refuses them with NOT_ENOUGH_REPLICAS";
-const MEMBER_ID_REQUIRED: &str = "KIP-394: Kafka answers a new member's first JoinGroup v4+ \
-     with MEMBER_ID_REQUIRED and an id to rejoin with; the companion admits it at once \
-     (the pre-v4 behaviour; every client handles both)";
 
 /// The topic most probes use: three partitions on three brokers.
 const TOPIC: &str = "diff";

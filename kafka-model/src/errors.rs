@@ -103,6 +103,9 @@ pub enum ErrorCode {
     UnsupportedCompressionType,
     /// A new leader's HW is not yet known to be current (KIP-207).
     OffsetNotAvailable,
+    /// KIP-394: a new member's first JoinGroup (v4 and later) is answered with an id to
+    /// join again with.
+    MemberIdRequired,
     /// A newer producer with the same transactional id has fenced this one.
     ProducerFenced,
     /// A malformed record batch.
@@ -111,7 +114,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of their numbers.
-    pub const ALL: [ErrorCode; 49] = [
+    pub const ALL: [ErrorCode; 50] = [
         ErrorCode::UnknownServerError,
         ErrorCode::OffsetOutOfRange,
         ErrorCode::CorruptMessage,
@@ -158,6 +161,7 @@ impl ErrorCode {
         ErrorCode::UnknownLeaderEpoch,
         ErrorCode::UnsupportedCompressionType,
         ErrorCode::OffsetNotAvailable,
+        ErrorCode::MemberIdRequired,
         ErrorCode::InvalidRecord,
         ErrorCode::UnstableOffsetCommit,
         ErrorCode::ProducerFenced,
@@ -215,6 +219,7 @@ impl ErrorCode {
             ErrorCode::UnknownLeaderEpoch => "UNKNOWN_LEADER_EPOCH",
             ErrorCode::UnsupportedCompressionType => "UNSUPPORTED_COMPRESSION_TYPE",
             ErrorCode::OffsetNotAvailable => "OFFSET_NOT_AVAILABLE",
+            ErrorCode::MemberIdRequired => "MEMBER_ID_REQUIRED",
             ErrorCode::ProducerFenced => "PRODUCER_FENCED",
             ErrorCode::InvalidRecord => "INVALID_RECORD",
         }
@@ -270,6 +275,7 @@ impl ErrorCode {
             ErrorCode::UnknownLeaderEpoch => 75,
             ErrorCode::UnsupportedCompressionType => 76,
             ErrorCode::OffsetNotAvailable => 78,
+            ErrorCode::MemberIdRequired => 79,
             ErrorCode::ProducerFenced => 90,
             ErrorCode::InvalidRecord => 87,
         }

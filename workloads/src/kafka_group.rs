@@ -45,6 +45,9 @@ const LEAVE_GROUP_VERSION: i16 = 3;
 const OFFSET_COMMIT_VERSION: i16 = 7;
 const OFFSET_FETCH_VERSION: i16 = 6;
 
+/// Kafka's MEMBER_ID_REQUIRED (KIP-394), answered to a new member's first JoinGroup.
+const MEMBER_ID_REQUIRED: i16 = tidewater_kafka_model::ErrorCode::MemberIdRequired.code();
+
 /// The coordinator calls of a group member over Kafka's protocol.
 pub struct KafkaGroupClient {
     /// `HOST:PORT` of the brokers' Kafka listeners.
@@ -218,7 +221,7 @@ impl GroupClient for KafkaGroupClient {
         topics: &[String],
         settings: &GroupSettings,
     ) -> Outcome<Joined> {
-        let request = JoinGroupRequest::default()
+        let mut request = JoinGroupRequest::default()
             .with_group_id(GroupId(wire(group)))
             .with_session_timeout_ms(settings.session_timeout_ms as i32)
             .with_rebalance_timeout_ms(settings.max_poll_interval_ms as i32)
@@ -227,18 +230,31 @@ impl GroupClient for KafkaGroupClient {
             .with_protocols(vec![JoinGroupRequestProtocol::default()
                 .with_name(wire(&settings.assignor))
                 .with_metadata(consumer_protocol::encode_subscription(topics))]);
-        let result = self
-            .to_coordinator(
-                group,
-                ApiKey::JoinGroup,
-                JOIN_GROUP_VERSION,
-                &request,
-                |a: &JoinGroupResponse| a.error_code,
-            )
-            .await;
-        let (answer, node) = match result {
-            Ok(found) => found,
-            Err(e) => return Outcome::Fail(e),
+        // KIP-394: a new member's first JoinGroup (v4 and later) is answered
+        // MEMBER_ID_REQUIRED with the id to join with; Kafka's consumer joins again with it at
+        // once, inside the same poll, and so does this one, inside the same rebalance op.
+        let mut attempts = 0;
+        let (answer, node) = loop {
+            attempts += 1;
+            let result = self
+                .to_coordinator(
+                    group,
+                    ApiKey::JoinGroup,
+                    JOIN_GROUP_VERSION,
+                    &request,
+                    |a: &JoinGroupResponse| match a.error_code {
+                        MEMBER_ID_REQUIRED if attempts == 1 => 0,
+                        code => code,
+                    },
+                )
+                .await;
+            match result {
+                Ok((answer, _)) if answer.error_code == MEMBER_ID_REQUIRED => {
+                    request = request.with_member_id(answer.member_id);
+                }
+                Ok(found) => break found,
+                Err(e) => return Outcome::Fail(e),
+            }
         };
         let leader = answer.leader == answer.member_id;
         let members: BTreeMap<String, Vec<String>> = answer

@@ -8,7 +8,7 @@ use tidewater_workloads::history::{Op, OpType};
 use tidewater_workloads::results::{CheckResults, Promise, Validity};
 
 /// Builds a history op by op; indexes and times are assigned in order.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct H {
     ops: Vec<Op>,
 }
@@ -969,6 +969,34 @@ fn rebalances_are_counted_by_outcome_with_their_durations() {
     // at line 15.
     assert_eq!(s["series"], json!([[2200, 200], [3000, 600]]));
     assert_eq!(r.stats["redeliveries"]["redeliveries"], 0);
+}
+
+/// A group run in which no rebalance completed tested none of the group checks: unknown,
+/// not valid (a Kafka run whose client failed every join said valid). One completed
+/// rebalance is the near miss.
+#[test]
+fn a_group_run_whose_rebalances_all_failed_tested_nothing() {
+    let mut h = five_records();
+    for p in [2, 3] {
+        h.push(p, OpType::Invoke, "rebalance", Value::Null);
+        h.push(p, OpType::Fail, "rebalance", Value::Null).error = Some("MEMBER_ID_REQUIRED".into());
+    }
+    h.push(4, OpType::Invoke, "rebalance", Value::Null);
+    h.push(4, OpType::Info, "rebalance", Value::Null).error = Some("timeout".into());
+    let mut near = h.clone();
+    h.final_read(&ALL5, 5);
+    let r = h.check();
+    assert_eq!(r.valid, Validity::Unknown);
+    let reasons = r.stats["unknown_reasons"].to_string();
+    assert!(
+        reasons.contains("no rebalance completed (2 failed, 1 indeterminate)"),
+        "{reasons}"
+    );
+
+    near.rebalance(5, "g0", 1, &[K]);
+    near.final_read(&ALL5, 5);
+    let r = near.check();
+    assert_eq!(r.valid, Validity::Valid, "{}", r.stats["unknown_reasons"]);
 }
 
 // ---- Truncation shapes: every acknowledged write that is gone is counted exactly once. ----

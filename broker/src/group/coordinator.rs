@@ -240,6 +240,19 @@ impl GroupCoordinator {
         .await
     }
 
+    /// KIP-394: a new member's first join (Kafka's JoinGroup v4 and later) is given an id to
+    /// join again with instead of being admitted; see [`Group::require_member_id`].
+    pub async fn require_member_id(
+        &self,
+        group_id: &str,
+        request: JoinRequest,
+    ) -> Result<String, GroupError> {
+        let entry = self.entry(group_id, true).await?;
+        self.with_group(&entry, |group, now_ms| {
+            group.require_member_id(now_ms, &request)
+        })
+    }
+
     /// Sync: the leader's assignment is stored, then every member gets its part.
     pub async fn sync(
         &self,

@@ -214,6 +214,12 @@ pub struct Group {
     protocol: Option<String>,
     leader_id: Option<String>,
     members: BTreeMap<String, Member>,
+    /// KIP-394: ids handed to new members in a MEMBER_ID_REQUIRED answer (a first JoinGroup of
+    /// v4 or later), each with the time it expires if its member does not join with it (its
+    /// session timeout, as Kafka's pending-member heartbeat). Only a join that names one of
+    /// these ids (or a member's) is admitted; counted against `group.max.size`, so a client
+    /// that keeps asking cannot grow it without bound.
+    pending_members: BTreeMap<String, u64>,
     /// Makes this group's member ids unlike those of any other load of it (another broker's,
     /// or this broker's in another leader epoch), so an old member's id is never taken for a
     /// new member's.
@@ -300,6 +306,7 @@ impl Group {
             protocol: None,
             leader_id: None,
             members: BTreeMap::new(),
+            pending_members: BTreeMap::new(),
             member_ids,
             next_member_seq: 0,
             next_join_seq: 0,
@@ -391,6 +398,8 @@ impl Group {
         if self.state == GroupState::Dead {
             return;
         }
+        self.pending_members
+            .retain(|_, expires_ms| now_ms <= *expires_ms);
         let waiting_sync = self.state == GroupState::CompletingRebalance;
         let expired: Vec<(String, &'static str)> = self
             .members
@@ -448,6 +457,11 @@ impl Group {
         self.validate_join(&request)?;
         let known = request.member_id.clone().filter(|id| !id.is_empty());
         let (member_id, changed) = match known {
+            Some(id) if self.pending_members.remove(&id).is_some() => {
+                // KIP-394: the member rejoins with the id its first join was given.
+                self.members.insert(id.clone(), new_member(now_ms, request));
+                (id, true)
+            }
             Some(id) => {
                 let Some(member) = self.members.get_mut(&id) else {
                     return Err(error(
@@ -464,15 +478,7 @@ impl Group {
                 (id, changed)
             }
             None => {
-                if self.members.len() >= self.limits.members_max {
-                    return Err(GroupError::Api(crate::error::ApiError::invalid_request(
-                        format!("group {} has group.max.size members", self.group_id),
-                    )));
-                }
-                self.next_member_seq += 1;
-                let id = self
-                    .member_ids
-                    .member_id(&request.client_id, self.next_member_seq);
+                let id = self.new_member_id(&request.client_id)?;
                 self.members.insert(id.clone(), new_member(now_ms, request));
                 (id, true)
             }
@@ -509,6 +515,35 @@ impl Group {
         member.last_poll_ms = now_ms;
         self.maybe_complete_join(now_ms);
         Ok(member_id)
+    }
+
+    /// KIP-394: the first join of a new member (JoinGroup v4 or later without a member id) is
+    /// not admitted; it is given an id to join with, kept pending for its session timeout, so
+    /// that a client whose answer was lost cannot leave an anonymous member behind. Returns
+    /// that id (Kafka answers it with MEMBER_ID_REQUIRED).
+    pub fn require_member_id(
+        &mut self,
+        now_ms: u64,
+        request: &JoinRequest,
+    ) -> Result<String, GroupError> {
+        self.tick(now_ms);
+        self.validate_join(request)?;
+        debug_assert!(request.member_id.as_deref().is_none_or(str::is_empty));
+        let id = self.new_member_id(&request.client_id)?;
+        let expires_ms = now_ms.saturating_add(request.session_timeout_ms);
+        self.pending_members.insert(id.clone(), expires_ms);
+        Ok(id)
+    }
+
+    /// A fresh member id, refused when members and pending members fill `group.max.size`.
+    fn new_member_id(&mut self, client_id: &str) -> Result<String, GroupError> {
+        if self.members.len() + self.pending_members.len() >= self.limits.members_max {
+            return Err(GroupError::Api(crate::error::ApiError::invalid_request(
+                format!("group {} has group.max.size members", self.group_id),
+            )));
+        }
+        self.next_member_seq += 1;
+        Ok(self.member_ids.member_id(client_id, self.next_member_seq))
     }
 
     /// Takes the answer of `member_id`'s completed join. `Ok(None)`: still waiting.

@@ -538,3 +538,51 @@ fn member_ids_of_two_loads_never_match() {
         assert!(!agains.contains(id), "{id} was handed out by two loads");
     }
 }
+
+/// KIP-394: a first join of v4 or later is given an id instead of a place in the group; the
+/// join that names the id is admitted, an id nobody was given is UNKNOWN_MEMBER_ID, and a
+/// pending id its member never used expires with its session timeout.
+#[test]
+fn a_new_member_is_given_an_id_and_admitted_only_when_it_joins_with_it() {
+    let mut group = group();
+    let id = group.require_member_id(0, &request(None, &["t0"])).unwrap();
+    assert_eq!(group.state(), GroupState::Empty, "nobody was admitted");
+    assert_eq!(
+        kind(group.join(10, request(Some("c-unknown"), &["t0"]))),
+        GroupErrorKind::UnknownMemberId
+    );
+    let admitted = group.join(20, request(Some(&id), &["t0"])).unwrap();
+    assert_eq!(admitted, id);
+    let result = joined(&mut group, 20, &id);
+    assert_eq!((result.generation, result.leader_id), (1, id.clone()));
+
+    let late = group
+        .require_member_id(30, &request(None, &["t0"]))
+        .unwrap();
+    assert_ne!(late, id);
+    assert_eq!(
+        kind(group.join(30 + SESSION_MS + 1, request(Some(&late), &["t0"]))),
+        GroupErrorKind::UnknownMemberId,
+        "a pending id expires with its session timeout"
+    );
+}
+
+/// Pending ids count against `group.max.size`: a client asking again and again for an id
+/// cannot grow the group past it.
+#[test]
+fn pending_member_ids_count_against_the_group_size() {
+    let limits = GroupLimits {
+        members_max: 2,
+        ..GroupLimits::default()
+    };
+    let mut group = Group::new("g", 0, SCOPE, limits);
+    group.observe_topics(&["t0".to_string()], counts);
+    group.require_member_id(0, &request(None, &["t0"])).unwrap();
+    group.require_member_id(0, &request(None, &["t0"])).unwrap();
+    assert!(group.require_member_id(0, &request(None, &["t0"])).is_err());
+    assert!(group.join(0, request(None, &["t0"])).is_err());
+    // Both expire unused; there is room again.
+    assert!(group
+        .require_member_id(SESSION_MS + 1, &request(None, &["t0"]))
+        .is_ok());
+}

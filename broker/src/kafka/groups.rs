@@ -210,6 +210,16 @@ pub async fn join_group(
         session_timeout_ms,
         max_poll_interval_ms: rebalance_timeout_ms,
     };
+    if version >= 4 && join.member_id.is_none() {
+        // KIP-394: from v4 a new member is given its id and joins again with it, as Kafka's
+        // GroupCoordinator answers (`requireKnownMemberId`).
+        return Ok(reply(
+            match context.coordinator.require_member_id(&group_id, join).await {
+                Ok(id) => failed(ErrorCode::MemberIdRequired.code()).with_member_id(wire(id)),
+                Err(error) => failed(group_error(error).0),
+            },
+        ));
+    }
     match context.coordinator.join(&group_id, join).await {
         Ok(result) => {
             let members = result

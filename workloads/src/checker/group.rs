@@ -145,6 +145,19 @@ impl Groups {
         }
     }
 
+    /// Why the group part of the history tested nothing: rebalances were tried and none
+    /// completed, so no group ever formed and none of the group checks had a member to
+    /// judge. `None` when no rebalance was tried (not a group run) or one completed.
+    pub fn untested_reason(&self) -> Option<String> {
+        let [ok, fail, info] = self.rebalances.by_kind;
+        (ok == 0 && fail + info > 0).then(|| {
+            format!(
+                "nothing of the groups was tested: no rebalance completed ({fail} failed, \
+                 {info} indeterminate), so no group formed"
+            )
+        })
+    }
+
     /// `stats.rebalances`.
     pub fn rebalance_stats(&self) -> Value {
         let r = &self.rebalances;

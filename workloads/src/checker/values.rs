@@ -231,6 +231,7 @@ fn unknown_reasons(c: &Checker, counts: &ValueCounts) -> Vec<String> {
             ));
         }
     }
+    reasons.extend(c.groups.untested_reason());
     let requested = &c.settings.faults_requested;
     if !requested.is_empty()
         && !requested
