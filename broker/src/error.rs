@@ -73,6 +73,10 @@ pub enum ErrorKind {
     /// A producer with a transaction open in the partition sent a batch outside it (Kafka's
     /// INVALID_TXN_STATE from `ProducerAppendInfo`): nothing was written.
     InvalidTxnState,
+    /// A transaction marker from a coordinator older than the last one to end the producer's
+    /// transactions here (Kafka's TRANSACTION_COORDINATOR_FENCED from
+    /// `ProducerAppendInfo.appendEndTxnMarker`): nothing was written.
+    TransactionCoordinatorFenced,
 }
 
 impl ErrorKind {
@@ -105,6 +109,7 @@ impl ErrorKind {
             Self::OutOfOrderSequenceNumber => ErrorCode::OutOfOrderSequenceNumber,
             Self::InvalidProducerEpoch => ErrorCode::InvalidProducerEpoch,
             Self::InvalidTxnState => ErrorCode::InvalidTxnState,
+            Self::TransactionCoordinatorFenced => ErrorCode::TransactionCoordinatorFenced,
         }
     }
 
@@ -188,6 +193,9 @@ impl From<LogError> for ApiError {
                     ProducerError::InvalidProducerEpoch { .. } => ErrorKind::InvalidProducerEpoch,
                     ProducerError::OutsideTransaction { .. } => ErrorKind::InvalidTxnState,
                     ProducerError::OutOfOrderSequence { .. } => ErrorKind::OutOfOrderSequenceNumber,
+                    ProducerError::CoordinatorFenced { .. } => {
+                        ErrorKind::TransactionCoordinatorFenced
+                    }
                 };
                 ApiError::new(kind, error.to_string())
             }

@@ -636,6 +636,9 @@ fn crate_round_trip(key: ApiKey, version: i16, body: &[u8]) -> anyhow::Result<Ve
         ApiKey::TxnOffsetCommit => {
             round_trip!(kafka_protocol::messages::TxnOffsetCommitRequest)
         }
+        ApiKey::WriteTxnMarkers => {
+            round_trip!(kafka_protocol::messages::WriteTxnMarkersRequest)
+        }
         other => anyhow::bail!("{other:?} is not served"),
     }
 }

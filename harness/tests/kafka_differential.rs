@@ -157,6 +157,8 @@ const TOPIC: &str = "diff";
 const STRICT: &str = "diff-strict";
 /// A topic that needs all three replicas in sync (`min.insync.replicas` 3).
 const ISR: &str = "diff-isr";
+/// The topic of the WriteTxnMarkers probes: one partition on three brokers.
+const MARKERS: &str = "diff-markers";
 /// A topic neither system has.
 const UNKNOWN: &str = "diff-unknown";
 /// The group the group probes form.
@@ -728,6 +730,7 @@ fn probe(system: &mut System, timestamp_base: i64) {
     probe_idempotence(system, &any, timestamp_base);
     probe_groups(system, &any);
     probe_transactions(system, &any);
+    probe_markers(system, &any, timestamp_base);
 }
 
 /// A transactional id's coordinator and its refusals: FindCoordinator for transactions,
@@ -735,17 +738,18 @@ fn probe(system: &mut System, timestamp_base: i64) {
 /// transaction, AddPartitionsToTxn of another producer id, of the fenced epoch and of an
 /// unknown topic, then an abort, its retry and a commit after it. Error codes and epochs are
 /// compared (the producer ids come from each cluster's own blocks).
-fn probe_transactions(system: &mut System, any: &str) {
-    const TXN_ID: &str = "diff-txn";
+/// The transaction coordinator of `transactional_id` (FindCoordinator key type 1, asked
+/// until one answers), its answer recorded under `probe`.
+fn txn_coordinator(system: &mut System, any: &str, transactional_id: &str, probe: &str) -> String {
     let find = FindCoordinatorRequest::default()
-        .with_key(text(TXN_ID))
+        .with_key(text(transactional_id))
         .with_key_type(1);
     let started = Instant::now();
-    let coordinator = loop {
+    loop {
         let answer: FindCoordinatorResponse = call(any, ApiKey::FindCoordinator, 3, &find);
         if answer.error_code == 0 {
-            system.record_errors("txn_find_coordinator", &answer);
-            break system.broker(answer.node_id.0).to_string();
+            system.record_errors(probe, &answer);
+            return system.broker(answer.node_id.0).to_string();
         }
         assert!(
             started.elapsed() < Duration::from_secs(90),
@@ -753,19 +757,26 @@ fn probe_transactions(system: &mut System, any: &str) {
             system.label
         );
         std::thread::sleep(Duration::from_millis(500));
-    };
-    // Until the coordinator has loaded the id's partition (and has producer ids), Kafka
-    // answers NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE.
-    let retried = |f: &dyn Fn() -> i16| {
-        let started = Instant::now();
-        loop {
-            let code = f();
-            if ![14, 15, 16, 51].contains(&code) || started.elapsed() > Duration::from_secs(60) {
-                return code;
-            }
-            std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// `f`'s error code once it is not one a coordinator answers while it loads: until the
+/// coordinator has loaded the id's partition (and has producer ids), Kafka answers
+/// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE.
+fn retried(f: &dyn Fn() -> i16) -> i16 {
+    let started = Instant::now();
+    loop {
+        let code = f();
+        if ![14, 15, 16, 51].contains(&code) || started.elapsed() > Duration::from_secs(60) {
+            return code;
         }
-    };
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn probe_transactions(system: &mut System, any: &str) {
+    const TXN_ID: &str = "diff-txn";
+    let coordinator = txn_coordinator(system, any, TXN_ID, "txn_find_coordinator");
     let init = |timeout_ms: i32| -> InitProducerIdResponse {
         call(
             &coordinator,
@@ -860,6 +871,157 @@ fn probe_transactions(system: &mut System, any: &str) {
         retried(&|| end(false).error_code),
     );
     system.record_errors("txn_commit_after_abort", &end(true));
+}
+
+/// WriteTxnMarkers, as a transaction coordinator sends it to partition leaders, on a topic
+/// of its own (`MARKERS`, one partition): a transaction opened by the client's calls
+/// (InitProducerId, AddPartitionsToTxn, one transactional batch), then markers sent by hand
+/// to a broker that does not host an unknown topic, to a follower, the commit to the
+/// leader, and an abort of an older coordinator epoch; then what a read_committed fetch
+/// sees. The coordinator itself is never asked to end the transaction (its own markers
+/// would race the probe's), and the transaction's timeout outlasts the test.
+fn probe_markers(system: &mut System, any: &str, timestamp_base: i64) {
+    const TXN_ID: &str = "diff-markers";
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(MARKERS))
+            .with_num_partitions(1)
+            .with_replication_factor(3)]);
+    let created: CreateTopicsResponse = call(any, ApiKey::CreateTopics, 7, &create);
+    assert_eq!(
+        created.topics[0].error_code, 0,
+        "{}: {created:?}",
+        system.label
+    );
+    let (leader, epoch) = system.leader(MARKERS, 0);
+    system.wait_until_led(MARKERS, 1);
+    let at_leader = system.broker(leader).to_string();
+    let at_follower = system.broker(system.follower(MARKERS, 0)).to_string();
+
+    let coordinator = txn_coordinator(system, any, TXN_ID, "markers_find_coordinator");
+    let init = || -> InitProducerIdResponse {
+        call(
+            &coordinator,
+            ApiKey::InitProducerId,
+            3,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(text(TXN_ID))))
+                .with_transaction_timeout_ms(600_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        )
+    };
+    let granted = std::cell::RefCell::new(None);
+    let code = retried(&|| {
+        let answer = init();
+        let code = answer.error_code;
+        *granted.borrow_mut() = Some(answer);
+        code
+    });
+    let granted = granted.into_inner().expect("an answer");
+    assert_eq!(code, 0, "{}: {granted:?}", system.label);
+    let (producer_id, producer_epoch) = (granted.producer_id, granted.producer_epoch);
+    let added: AddPartitionsToTxnResponse = call(
+        &coordinator,
+        ApiKey::AddPartitionsToTxn,
+        3,
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(text(TXN_ID)))
+            .with_v3_and_below_producer_id(producer_id)
+            .with_v3_and_below_producer_epoch(producer_epoch)
+            .with_v3_and_below_topics(vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                    .with_name(name(MARKERS))
+                    .with_partitions(vec![0]),
+            ]),
+    );
+    system.record_errors("markers_add_partitions", &added);
+    let records: Vec<Record> = ["m0", "m1"]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: true,
+            producer_id: producer_id.0,
+            producer_epoch,
+            sequence: i as i32,
+            ..record_of(v, i as i64, timestamp_base + i as i64)
+        })
+        .collect();
+    let produced: ProduceResponse = call(
+        &at_leader,
+        ApiKey::Produce,
+        9,
+        &produce(MARKERS, 0, -1, encode(&records))
+            .with_transactional_id(Some(TransactionalId(text(TXN_ID)))),
+    );
+    system.record_errors("markers_transactional_produce", &produced);
+    // Both take the batch (checked, not only compared): the markers below end it.
+    let partition = &produced.responses[0].partition_responses[0];
+    assert_eq!(
+        (partition.error_code, partition.base_offset),
+        (0, 0),
+        "{}: {produced:?}",
+        system.label
+    );
+
+    let marker = |commit: bool, coordinator_epoch: i32, topic: &str| {
+        use kafka_protocol::messages::write_txn_markers_request::{
+            WritableTxnMarker, WritableTxnMarkerTopic,
+        };
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(producer_id)
+            .with_producer_epoch(producer_epoch)
+            .with_transaction_result(commit)
+            .with_coordinator_epoch(coordinator_epoch)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(name(topic))
+                .with_partition_indexes(vec![0])])])
+    };
+    for (probe, at, request) in [
+        (
+            "markers_unknown_topic",
+            &at_leader,
+            marker(true, 100, UNKNOWN),
+        ),
+        (
+            "markers_at_follower",
+            &at_follower,
+            marker(true, 100, MARKERS),
+        ),
+        ("markers_commit", &at_leader, marker(true, 100, MARKERS)),
+        (
+            "markers_older_coordinator_epoch",
+            &at_leader,
+            marker(false, 50, MARKERS),
+        ),
+    ] {
+        let answer: WriteTxnMarkersResponse = call(at, ApiKey::WriteTxnMarkers, 1, &request);
+        system.record(probe, &answer);
+    }
+    let read: FetchResponse = call(
+        &at_leader,
+        ApiKey::Fetch,
+        12,
+        &fetch(MARKERS, 0, 0, epoch).with_isolation_level(1),
+    );
+    system.record("markers_read_committed", &read);
+    let mut seen = vec![];
+    if let Some(mut records) = read.responses[0].partitions[0].records.clone() {
+        while !records.is_empty() {
+            for r in RecordBatchDecoder::decode(&mut records).unwrap().records {
+                let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default());
+                let kind = if r.control { "control" } else { "data" };
+                seen.push(format!(
+                    "{}:{kind}:{}",
+                    r.offset,
+                    if r.control { "" } else { &value }
+                ));
+            }
+        }
+    }
+    system.note("markers_read_committed.decoded", seen.join(", "));
 }
 
 /// InitProducerId and an idempotent producer's batches on `TOPIC`/1: the batch, its retry,

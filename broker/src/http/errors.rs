@@ -28,7 +28,8 @@ pub fn status(kind: ErrorKind) -> StatusCode {
         | ErrorKind::FencedLeaderEpoch
         | ErrorKind::UnknownLeaderEpoch
         | ErrorKind::InvalidProducerEpoch
-        | ErrorKind::InvalidTxnState => StatusCode::CONFLICT,
+        | ErrorKind::InvalidTxnState
+        | ErrorKind::TransactionCoordinatorFenced => StatusCode::CONFLICT,
         ErrorKind::NotLeaderOrFollower => StatusCode::MISDIRECTED_REQUEST,
         ErrorKind::NotEnoughReplicas
         | ErrorKind::NotEnoughReplicasAfterAppend

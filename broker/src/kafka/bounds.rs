@@ -401,6 +401,8 @@ mod tests {
                 .encode(&mut buf, version),
             ApiKey::TxnOffsetCommit => kafka_protocol::messages::TxnOffsetCommitRequest::default()
                 .encode(&mut buf, version),
+            ApiKey::WriteTxnMarkers => kafka_protocol::messages::WriteTxnMarkersRequest::default()
+                .encode(&mut buf, version),
             other => panic!("{other:?} is not served"),
         };
         result.unwrap_or_else(|e| panic!("{key:?} v{version}: {e}"));

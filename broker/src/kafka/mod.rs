@@ -327,6 +327,7 @@ async fn handle_frame(
         ApiKey::EndTxn => txn::end_txn(&mut request, context).await?,
         ApiKey::AddOffsetsToTxn => txn::add_offsets_to_txn(&mut request, context).await?,
         ApiKey::TxnOffsetCommit => txn::txn_offset_commit(&mut request, context).await?,
+        ApiKey::WriteTxnMarkers => txn::write_txn_markers(&mut request, context).await?,
         other => return Err(protocol(format!("{other:?} is not served"))),
     };
     match answer {

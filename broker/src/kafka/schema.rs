@@ -349,6 +349,20 @@ const ADD_OFFSETS_TO_TXN: Struct = fields(&[
     from("GroupId", Ty::Str, 0),
 ]);
 
+const WRITE_TXN_MARKERS_TOPIC: Struct = fields(&[
+    from("Name", Ty::Str, 0),
+    from("PartitionIndexes", Ty::List(&Ty::I32), 0),
+]);
+const WRITE_TXN_MARKERS_MARKER: Struct = fields(&[
+    from("ProducerId", Ty::I64, 0),
+    from("ProducerEpoch", Ty::I16, 0),
+    from("TransactionResult", Ty::Bool, 0),
+    from("Topics", Ty::Structs(&WRITE_TXN_MARKERS_TOPIC), 0),
+    from("CoordinatorEpoch", Ty::I32, 0),
+]);
+const WRITE_TXN_MARKERS: Struct =
+    fields(&[from("Markers", Ty::Structs(&WRITE_TXN_MARKERS_MARKER), 0)]);
+
 const TXN_OFFSET_COMMIT_PARTITION: Struct = fields(&[
     from("PartitionIndex", Ty::I32, 0),
     from("CommittedOffset", Ty::I64, 0),
@@ -414,6 +428,9 @@ pub const REQUESTS: &[RequestSchema] = &[
     request(ApiKey::AddPartitionsToTxn, 3, ADD_PARTITIONS_TO_TXN),
     request(ApiKey::AddOffsetsToTxn, 3, ADD_OFFSETS_TO_TXN),
     request(ApiKey::EndTxn, 3, END_TXN),
+    // Kafka 4 serves v1 only, flexible; the crate (and so the header) counts the API as
+    // flexible from its first version.
+    request(ApiKey::WriteTxnMarkers, 0, WRITE_TXN_MARKERS),
     request(ApiKey::TxnOffsetCommit, 3, TXN_OFFSET_COMMIT),
 ];
 

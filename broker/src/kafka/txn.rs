@@ -4,6 +4,8 @@
 //! (v0–4; v5 belongs to transaction version 2, which this broker does not finalize, so
 //! clients stay on version 1); and the one it sends to the group's coordinator,
 //! TxnOffsetCommit (v0–3; v4+ belong to KIP-890), on [`crate::group::GroupCoordinator`].
+//! Beside them the one a coordinator sends to partition leaders, WriteTxnMarkers (v1, the
+//! only version Kafka 4 serves), over [`crate::ops::txn_markers::write_markers`].
 //! InitProducerId with a transactional id is in [`super::producers`], FindCoordinator for
 //! transactions in [`super::groups`].
 
@@ -15,10 +17,14 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, ProducerId, TopicName,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 };
 use tidewater_kafka_model::ErrorCode;
 
@@ -26,6 +32,7 @@ use super::errors::of_group;
 use super::groups::commit_entries;
 use super::{partition_index, reply, topic_text, ConnectionError, KafkaContext, Reply, Request};
 use crate::group::offsets::OFFSETS_TOPIC;
+use crate::ops::txn_markers::{write_markers, MarkerResult, TxnMarker};
 use crate::txn::state::{ProducerIdAndEpoch, TxnRefusal};
 
 /// PRODUCER_FENCED as a client of `version` understands it: Kafka answers
@@ -278,6 +285,98 @@ pub async fn end_txn(
         }
     };
     Ok(reply(EndTxnResponse::default().with_error_code(error_code)))
+}
+
+/// At most this many partitions in one WriteTxnMarkers request; a larger one is answered
+/// INVALID_REQUEST for each of its partitions and writes nothing (the bounds pre-pass has
+/// already held every count to the bytes that carry it).
+pub const MARKER_PARTITIONS_MAX: usize = 10_000;
+
+/// WriteTxnMarkers: each marker is written on the partitions this broker leads, as Kafka's
+/// `handleWriteTxnMarkersRequest` appends them (a control batch per partition, acks=-1,
+/// the request timeout), and answered per producer id and partition: UNKNOWN_TOPIC_OR_PARTITION
+/// for a partition that does not exist, NOT_LEADER_OR_FOLLOWER where another broker leads,
+/// and the append's errors (NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH, ...). Markers that
+/// land on an offsets partition settle the transaction's pending offsets the next time the
+/// group is read (the group coordinator reads them from the log, docs/kafka-protocol.md).
+pub async fn write_txn_markers(
+    request: &mut Request,
+    context: &KafkaContext,
+) -> Result<Reply, ConnectionError> {
+    let body: WriteTxnMarkersRequest = request.decode()?;
+    let partitions: usize = body
+        .markers
+        .iter()
+        .flat_map(|m| &m.topics)
+        .map(|t| t.partition_indexes.len())
+        .sum();
+    let mut answered: Vec<(i64, Vec<MarkerResult>)> = Vec::new();
+    for marker in body.markers {
+        let mut results = Vec::new();
+        let mut asked = Vec::new();
+        for topic in &marker.topics {
+            let name = topic_text(&topic.name);
+            for &index in &topic.partition_indexes {
+                match partition_index(index) {
+                    _ if partitions > MARKER_PARTITIONS_MAX => results.push((
+                        (name.clone(), index.max(0) as u32),
+                        Err(ErrorCode::InvalidRequest),
+                    )),
+                    Some(index) => asked.push((name.clone(), index)),
+                    None => {
+                        results.push(((name.clone(), 0), Err(ErrorCode::UnknownTopicOrPartition)))
+                    }
+                }
+            }
+        }
+        if !asked.is_empty() {
+            let one = TxnMarker {
+                producer_id: marker.producer_id.0,
+                producer_epoch: marker.producer_epoch,
+                commit: marker.transaction_result,
+                coordinator_epoch: marker.coordinator_epoch,
+                partitions: asked,
+            };
+            results.extend(write_markers(&context.broker, one).await);
+        }
+        match answered
+            .iter_mut()
+            .find(|(id, _)| *id == marker.producer_id.0)
+        {
+            Some((_, earlier)) => earlier.extend(results),
+            None => answered.push((marker.producer_id.0, results)),
+        }
+    }
+    let markers = answered
+        .into_iter()
+        .map(|(producer_id, results)| {
+            WritableTxnMarkerResult::default()
+                .with_producer_id(ProducerId(producer_id))
+                .with_topics(marker_topics(results))
+        })
+        .collect();
+    Ok(reply(
+        WriteTxnMarkersResponse::default().with_markers(markers),
+    ))
+}
+
+/// One producer's partition results grouped by topic, in the order the topics came.
+fn marker_topics(results: Vec<MarkerResult>) -> Vec<WritableTxnMarkerTopicResult> {
+    let mut topics: Vec<WritableTxnMarkerTopicResult> = Vec::new();
+    for ((topic, index), result) in results {
+        let partition = WritableTxnMarkerPartitionResult::default()
+            .with_partition_index(i32::try_from(index).unwrap_or(i32::MAX))
+            .with_error_code(result.err().map_or(0, ErrorCode::code));
+        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partitions.push(partition),
+            None => topics.push(
+                WritableTxnMarkerTopicResult::default()
+                    .with_name(TopicName(super::wire(topic)))
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    topics
 }
 
 #[cfg(test)]

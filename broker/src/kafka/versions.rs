@@ -34,6 +34,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddPartitionsToTxn, 0, 3),
     (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 4),
+    (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];

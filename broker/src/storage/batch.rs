@@ -199,6 +199,27 @@ pub fn producer_of(
     Ok(Some(stamp))
 }
 
+/// The coordinator epoch of a transaction marker's control record value (value version i16,
+/// then the epoch i32; Kafka's `EndTransactionMarker`), `None` when the value is too short.
+pub fn control_coordinator_epoch(value: &[u8]) -> Option<i32> {
+    let epoch: [u8; 4] = value.get(2..6)?.try_into().ok()?;
+    Some(i32::from_be_bytes(epoch))
+}
+
+/// The coordinator epoch of the marker batch in `bytes` (its first record's value), `None`
+/// for a batch that is not a marker or whose record is cut short.
+pub fn marker_coordinator_epoch(bytes: &[u8], header: &BatchHeader) -> Option<i32> {
+    if header.magic != MAGIC_TXN || !matches!(bytes.get(PRODUCER_HEADER_LEN), Some(2 | 3)) {
+        return None;
+    }
+    let mut at = header.records_start() + 8;
+    let key_len = i32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?);
+    at += 4 + usize::try_from(key_len).unwrap_or(0);
+    let value_len = u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?) as usize;
+    at += 4;
+    control_coordinator_epoch(bytes.get(at..at.checked_add(value_len)?)?)
+}
+
 /// Appends one batch to a byte buffer, record by record, without intermediate allocations.
 pub struct BatchEncoder<'a> {
     out: &'a mut Vec<u8>,

@@ -209,6 +209,15 @@ impl Log {
                     duplicate: Some(max_timestamp_ms),
                 });
             }
+            if stamp.kind.control() {
+                let epoch =
+                    batch::control_coordinator_epoch(&records[0].value).ok_or_else(|| {
+                        LogError::InvalidRecord(
+                            "a marker's value holds its coordinator epoch".into(),
+                        )
+                    })?;
+                self.producers.check_marker(stamp.producer_id, epoch)?;
+            }
         }
         let size: usize = batch::header_len(producer)
             + records
@@ -280,6 +289,9 @@ impl Log {
                         header.base_offset,
                         header.max_timestamp_ms,
                     );
+                    if let Some(epoch) = batch::marker_coordinator_epoch(bytes, header) {
+                        producers.note_marker(stamp.producer_id, epoch);
+                    }
                 }
                 Ok(true)
             });
@@ -405,6 +417,9 @@ impl Log {
                 header.base_offset,
                 header.max_timestamp_ms,
             );
+            if let Some(epoch) = batch::marker_coordinator_epoch(bytes, &header) {
+                self.producers.note_marker(stamp.producer_id, epoch);
+            }
         }
         // Deliberate bug `follower.flush.uncounted`: a follower's appends are not counted
         // toward `flush.messages`, so a follower fsyncs only when it rolls or flushes.
@@ -1285,6 +1300,78 @@ mod tests {
             .map(|s| record(&format!("p{s}"), 1000))
             .collect();
         log.append_from_producer(records, 0, Some(stamp(5, 0, sequence)))
+    }
+
+    /// A transaction marker of producer 7 from `coordinator_epoch` (Kafka's control record).
+    fn marker(commit: bool, coordinator_epoch: i32) -> (Vec<Record>, Option<ProducerStamp>) {
+        let mut value = vec![0, 0];
+        value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+        let record = Record {
+            key: Some(vec![0, 0, 0, u8::from(commit)]),
+            value,
+            timestamp_ms: 1000,
+        };
+        let kind = if commit {
+            crate::storage::StampKind::Commit
+        } else {
+            crate::storage::StampKind::Abort
+        };
+        let stamp = ProducerStamp {
+            kind,
+            ..stamp(7, 0, 0)
+        };
+        (vec![record], Some(stamp))
+    }
+
+    /// Kafka's fencing of a coordinator that lost its `__transaction_state` partition: once a
+    /// marker of coordinator epoch 5 ended the producer's transaction here, a marker of epoch
+    /// 4 is TRANSACTION_COORDINATOR_FENCED and writes nothing, also after a restart rebuilt
+    /// the producer's state from the log; epoch 5 again (the coordinator retrying) is taken.
+    #[test]
+    fn a_marker_of_an_older_coordinator_epoch_is_refused_also_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let transactional = |sequence| ProducerStamp {
+            kind: crate::storage::StampKind::Transactional,
+            ..stamp(7, 0, sequence)
+        };
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        log.append_from_producer(vec![record("t0", 1000)], 0, Some(transactional(0)))
+            .unwrap();
+        let (records, commit) = marker(true, 5);
+        log.append_from_producer(records, 0, commit).unwrap();
+        log.append_from_producer(vec![record("t1", 1000)], 0, Some(transactional(1)))
+            .unwrap();
+        let fenced = |log: &mut Log| {
+            let (records, abort) = marker(false, 4);
+            log.append_from_producer(records, 0, abort).unwrap_err()
+        };
+        let error = fenced(&mut log);
+        assert!(
+            matches!(
+                error,
+                LogError::Producer(ProducerError::CoordinatorFenced {
+                    coordinator_epoch: 4,
+                    current: 5,
+                    ..
+                })
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            log.log_end_offset(),
+            3,
+            "nothing written for the fenced marker"
+        );
+        drop(log);
+
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        assert!(matches!(
+            fenced(&mut log),
+            LogError::Producer(ProducerError::CoordinatorFenced { current: 5, .. })
+        ));
+        let (records, abort) = marker(false, 5);
+        let taken = log.append_from_producer(records, 0, abort).unwrap();
+        assert_eq!(taken.base_offset, 3);
     }
 
     #[test]

@@ -75,6 +75,11 @@ pub struct ProducerEntry {
     /// The first offset of its open transaction here, if one is open (Kafka's
     /// `currentTxnFirstOffset`).
     pub txn_first_offset: Option<u64>,
+    /// The coordinator epoch of the last marker that ended one of its transactions here, -1
+    /// before any (Kafka's `ProducerStateEntry.coordinatorEpoch`): a marker of an older
+    /// coordinator epoch comes from a coordinator that lost its `__transaction_state`
+    /// partition, and is refused.
+    pub coordinator_epoch: i32,
 }
 
 impl ProducerEntry {
@@ -124,6 +129,17 @@ pub enum ProducerError {
         producer_epoch: i16,
         /// The epoch of the producer's latest batch in the log.
         current_epoch: i16,
+    },
+    /// A marker whose coordinator epoch is below that of the last marker of the producer
+    /// here: a fenced coordinator's (Kafka's `TransactionCoordinatorFencedException`).
+    #[error("producer {producer_id}'s marker comes from coordinator epoch {coordinator_epoch}, but epoch {current} has ended its transactions here; nothing was written")]
+    CoordinatorFenced {
+        /// The producer.
+        producer_id: i64,
+        /// The marker's coordinator epoch.
+        coordinator_epoch: i32,
+        /// The coordinator epoch of the producer's last marker here.
+        current: i32,
     },
     /// A batch outside any transaction from a producer whose transaction is open here
     /// (Kafka's `InvalidTxnStateException`, "expected transactional write").
@@ -257,6 +273,36 @@ impl ProducerStates {
         })
     }
 
+    /// The coordinator-epoch check of a marker that passed [`ProducerStates::check`] (Kafka's
+    /// `ProducerAppendInfo.appendEndTxnMarker`): refused when an earlier marker of the
+    /// producer here came from a newer coordinator epoch; an equal epoch is the same
+    /// coordinator retrying.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        coordinator_epoch: i32,
+    ) -> Result<(), ProducerError> {
+        match self.producers.get(&producer_id) {
+            Some(entry) if entry.coordinator_epoch > coordinator_epoch => {
+                Err(ProducerError::CoordinatorFenced {
+                    producer_id,
+                    coordinator_epoch,
+                    current: entry.coordinator_epoch,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A marker the log holds (appended, replicated or replayed) came from `coordinator_epoch`:
+    /// it becomes the producer's, as every replica of Kafka's takes it from the marker (a
+    /// replica does not refuse an older one, it only follows the log).
+    pub fn note_marker(&mut self, producer_id: i64, coordinator_epoch: i32) {
+        if let Some(entry) = self.producers.get_mut(&producer_id) {
+            entry.coordinator_epoch = coordinator_epoch;
+        }
+    }
+
     /// Takes in a batch the log holds at `base_offset` (appended, replicated or replayed),
     /// whose largest record timestamp is `max_timestamp_ms`: the producer's state follows the
     /// log whatever the batch says, as Kafka's replay does.
@@ -382,6 +428,7 @@ fn new_entry(producer_epoch: i16) -> ProducerEntry {
         producer_epoch,
         batches: VecDeque::with_capacity(BATCHES_KEPT + 1),
         txn_first_offset: None,
+        coordinator_epoch: -1,
     }
 }
 
