@@ -41,10 +41,7 @@ fn the_group_workload_against_kafka_forms_groups_and_is_valid() {
         ],
     );
     let run_dir = latest(store.path());
-    let keep = |what: &str| {
-        let kept = store.keep().map(|p| p.display().to_string());
-        format!("{what}; store kept at {kept:?}\n{}", outcome.transcript())
-    };
+    let keep = |what: &str| store.explain(&outcome, what);
     assert_eq!(outcome.code, 0, "{}", keep("exit"));
     assert_eq!(results["valid"], true, "{}", keep("verdict"));
     let (acked, absent) = acked_absent_from_final_reads(&run_dir);

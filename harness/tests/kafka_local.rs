@@ -147,10 +147,7 @@ fn a_safe_random_schedule_against_kafka_is_valid_and_leaves_nothing_behind() {
         ],
     );
     let run_dir = latest(store.path());
-    let keep = |what: &str| {
-        let kept = store.keep().map(|p| p.display().to_string());
-        format!("{what}; store kept at {kept:?}\n{}", outcome.transcript())
-    };
+    let keep = |what: &str| store.explain(&outcome, what);
     assert_eq!(outcome.code, 0, "{}", keep("exit"));
     assert_eq!(results["valid"], true, "{}", keep("verdict"));
     let (acked, absent) = acked_absent_from_final_reads(&run_dir);

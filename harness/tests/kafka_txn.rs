@@ -138,10 +138,7 @@ fn check_transactional_run(name: &'static str, subnet: &str, args: &[&str], comm
     let store = KeptStore::new(name);
     let (outcome, results) = run_into(store.path(), subnet, args);
     let run_dir = latest(store.path());
-    let keep = |what: &str| {
-        let kept = store.keep().map(|p| p.display().to_string());
-        format!("{what}; store kept at {kept:?}\n{}", outcome.transcript())
-    };
+    let keep = |what: &str| store.explain(&outcome, what);
     assert_eq!(outcome.code, 0, "{}", keep("exit"));
     assert_eq!(results["valid"], true, "{}", keep("verdict"));
 

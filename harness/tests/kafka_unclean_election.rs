@@ -53,10 +53,7 @@ fn unclean_election_with_acks_1_on_kafka_loses_acknowledged_writes_counted_from_
         ],
     );
     let run_dir = latest(store.path());
-    let keep = |what: &str| {
-        let kept = store.keep().map(|p| p.display().to_string());
-        format!("{what}; store kept at {kept:?}\n{}", outcome.transcript())
-    };
+    let keep = |what: &str| store.explain(&outcome, what);
     // Data was lost: a fact, so exit 1, whatever the settings allow.
     assert_eq!(outcome.code, 1, "{}", keep("exit"));
     let (acked, absent) = acked_absent_from_final_reads(&run_dir);

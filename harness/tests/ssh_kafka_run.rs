@@ -199,10 +199,7 @@ fn a_safe_run_against_kafka_jvms_over_ssh_is_valid_and_leaves_nothing_behind() {
         "--store",
         store_path,
     ]);
-    let keep = |what: &str| {
-        let kept = store.keep().map(|p| p.display().to_string());
-        format!("{what}; store kept at {kept:?}\n{}", outcome.transcript())
-    };
+    let keep = |what: &str| store.explain(&outcome, what);
     assert_eq!(outcome.code, 0, "{}", keep("exit"));
     assert!(
         outcome.stdout.contains("verdict: valid"),

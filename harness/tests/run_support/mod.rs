@@ -183,6 +183,13 @@ impl KeptStore {
         self.dir.path()
     }
 
+    /// An assertion's message about `what`: the store kept (copied for a look after the
+    /// test), where, and everything `outcome` printed.
+    pub fn explain(&self, outcome: &Outcome, what: &str) -> String {
+        let kept = self.keep().map(|p| p.display().to_string());
+        format!("{what}; store kept at {kept:?}\n{}", outcome.transcript())
+    }
+
     /// Copies the store to [`FAILED_STORES_DIR`]; returns the copy's path.
     pub fn keep(&self) -> std::io::Result<PathBuf> {
         let secs = std::time::SystemTime::now()
