@@ -198,6 +198,34 @@ fn a_safe_random_schedule_against_kafka_is_valid_and_leaves_nothing_behind() {
             );
         }
     }
+    // The samples carry each leader's own offsets (ListOffsets and a fetch sent to it), so the
+    // report's high-watermark plot has data: every partition has sampled HWs, and on this run
+    // that lost nothing none lies past the end of what the final reads read.
+    let samples = std::fs::read_to_string(run_dir.join("samples.jsonl")).unwrap();
+    let samples: Vec<serde_json::Value> = samples
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (key, records) in &read {
+        let end = records.keys().next_back().map_or(0, |last| last + 1);
+        let sampled: Vec<u64> = samples
+            .iter()
+            .filter(|s| s["key"] == key.as_str())
+            .filter_map(|s| s["high_watermark"].as_u64())
+            .collect();
+        assert!(
+            !sampled.is_empty(),
+            "{}",
+            keep(&format!("no HW sampled for {key}"))
+        );
+        assert!(
+            sampled.iter().all(|hw| *hw <= end),
+            "{}",
+            keep(&format!(
+                "{key}: a sampled HW above the final reads' end {end}: {sampled:?}"
+            ))
+        );
+    }
     let config = run_support::json(&run_dir.join("config.json"));
     assert_eq!(
         config["system"],

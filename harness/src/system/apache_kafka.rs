@@ -1,7 +1,8 @@
 //! Apache Kafka as the system under test: a local cluster with `--system kafka`, or hosts of a
 //! `kind = "kafka"` cluster file. It speaks nothing but Kafka's protocol, so the harness's own
-//! calls go through it too: CreateTopics and Metadata for setup, Metadata for the samples
-//! (Kafka has no `/v1/status`) and for the nemesis, ListOffsets for recovery.
+//! calls go through it too: CreateTopics and Metadata for setup, Metadata for the nemesis,
+//! ListOffsets for recovery, and for the samples (Kafka has no `/v1/status`) Metadata with each
+//! leader's own offsets (ListOffsets and a one-byte fetch to the leader).
 
 use super::{
     gather_replicas, kafka_queue_client, System, Topic, PROBE_INTERVAL, REPLICA_RECORDS_MAX,
@@ -74,11 +75,27 @@ impl System for ApacheKafka {
     }
 
     async fn sample(&self, clock: &Recorder) -> Vec<Value> {
-        // One broker answers for the cluster; an unanswered round is skipped.
-        match self.admin.metadata().await {
-            Ok(parts) => metadata_lines(clock.now_ns(), &parts),
-            Err(_) => Vec::new(),
-        }
+        // The merged Metadata of every broker; an unanswered round is skipped. Then each
+        // leader's own offsets, as the companion broker's status reports them: a leader that
+        // does not answer leaves its partition's offsets null for this round.
+        let Ok(parts) = self.admin.metadata().await else {
+            return Vec::new();
+        };
+        let time_ns = clock.now_ns();
+        let asked = parts.iter().filter_map(|p| {
+            let leader = p.leader.clone()?;
+            Some(async move {
+                let address = self.brokers.get(&leader).copied();
+                let log = read_replica(&self.admin, address, &leader, "leader", &p.key, false);
+                (p.key.clone(), log.await.ok())
+            })
+        });
+        let offsets: BTreeMap<String, ReplicaLog> = futures::future::join_all(asked)
+            .await
+            .into_iter()
+            .filter_map(|(key, log)| Some((key, log?)))
+            .collect();
+        metadata_lines(time_ns, &parts, &offsets)
     }
 
     fn view(&self) -> Arc<dyn ClusterView> {
@@ -239,13 +256,21 @@ async fn setup_topic(admin: &KafkaAdmin, topic: &Topic) -> Result<(), String> {
 }
 
 /// The sample lines of one Metadata answer: per partition with a leader, a line in the
-/// leader's name, as if from that leader (`role` `leader`, its ISR and epoch), but without
-/// offsets, since Metadata carries none.
-pub fn metadata_lines(time_ns: u64, parts: &[PartitionMeta]) -> Vec<Value> {
+/// leader's name, as if from that leader (`role` `leader`, its ISR and epoch), with the
+/// leader's own log start offset, high watermark and log end offset where `offsets` has them
+/// (null otherwise: Metadata carries none).
+pub fn metadata_lines(
+    time_ns: u64,
+    parts: &[PartitionMeta],
+    offsets: &BTreeMap<String, ReplicaLog>,
+) -> Vec<Value> {
     parts
         .iter()
         .filter_map(|p| {
             let leader = p.leader.as_ref()?;
+            // Offsets only from the broker Metadata names as leader (a read that raced a
+            // leader change answered for another replica).
+            let log = offsets.get(&p.key).filter(|log| &log.node == leader);
             Some(json!({
                 "time": time_ns,
                 "key": p.key,
@@ -254,9 +279,9 @@ pub fn metadata_lines(time_ns: u64, parts: &[PartitionMeta]) -> Vec<Value> {
                 "isr": p.isr,
                 "leader": leader,
                 "leader_epoch": p.leader_epoch,
-                "high_watermark": null,
-                "log_end_offset": null,
-                "log_start_offset": null,
+                "high_watermark": log.map(|l| l.high_watermark),
+                "log_end_offset": log.map(|l| l.log_end_offset),
+                "log_start_offset": log.map(|l| l.log_start_offset),
             }))
         })
         .collect()
@@ -297,8 +322,10 @@ impl ClusterView for KafkaView {
 mod tests {
     use super::*;
 
+    /// Each partition with a leader is a line in the leader's name; the offsets are the
+    /// leader's own where it answered, null where it did not.
     #[test]
-    fn kafka_metadata_becomes_leader_lines_without_offsets() {
+    fn kafka_metadata_becomes_leader_lines_with_the_leaders_offsets() {
         let parts = vec![
             PartitionMeta {
                 key: "t0/0".into(),
@@ -315,14 +342,35 @@ mod tests {
                 replicas: vec!["n1".into()],
             },
         ];
-        let lines = metadata_lines(9, &parts);
+        let unanswered = metadata_lines(9, &parts, &BTreeMap::new());
         assert_eq!(
-            lines,
+            unanswered,
             [
                 json!({"time": 9, "key": "t0/0", "node": "n2", "role": "leader",
                     "isr": ["n2", "n3"], "leader": "n2", "leader_epoch": 4,
                     "high_watermark": null, "log_end_offset": null, "log_start_offset": null})
             ]
         );
+        let log = |node: &str| ReplicaLog {
+            node: node.into(),
+            role: Some("leader".into()),
+            log_start_offset: 3,
+            high_watermark: 17,
+            log_end_offset: 19,
+            records: vec![],
+            truncated: false,
+        };
+        let answered = metadata_lines(9, &parts, &BTreeMap::from([("t0/0".into(), log("n2"))]));
+        assert_eq!(
+            (
+                &answered[0]["log_start_offset"],
+                &answered[0]["high_watermark"],
+                &answered[0]["log_end_offset"]
+            ),
+            (&json!(3), &json!(17), &json!(19))
+        );
+        // A read answered by a broker that is no longer the leader is not the leader's.
+        let moved = metadata_lines(9, &parts, &BTreeMap::from([("t0/0".into(), log("n3"))]));
+        assert_eq!(moved, unanswered);
     }
 }

@@ -257,7 +257,7 @@ pub(super) fn leaders_figure(ctx: &Ctx, bands: &BandNote) -> Result<String, Repo
 }
 
 /// Said under the figures drawn from `samples.jsonl` when the run has none. (Runs against
-/// Apache Kafka have samples from its Metadata, without offsets.)
+/// Apache Kafka have samples from its Metadata and its leaders' own offsets.)
 pub(super) fn no_samples_note(ctx: &Ctx) -> &'static str {
     if ctx.files.samples.is_empty() {
         " No replica samples in this run: samples.jsonl is missing or empty (the sampler \

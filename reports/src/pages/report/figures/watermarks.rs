@@ -196,7 +196,8 @@ pub(super) fn figure(ctx: &Ctx, bands: &BandNote) -> Result<String, ReportError>
             "Lines: the high watermark each ok operation observed (its completion's \
              high_watermarks), holding until the next observation; a line stops where nothing \
              was observed for {gap_s:.1} s ({gaps} such gaps). Dots: the leader's high watermark \
-             sampled from the status route.{} {}{} {}",
+             sampled from the leader itself (the companion broker's status route; Apache \
+             Kafka's ListOffsets and a fetch sent to the leader).{} {}{} {}",
             super::replicas::no_samples_note(ctx),
             regression_text(ctx, &episodes),
             omitted_note(keys.len(), total),
