@@ -10,9 +10,13 @@
 //
 // Each logical client (the "client" field) is one thread with its own producer and consumer,
 // made on first use, so the requests of one client run in order and different clients at once.
-// Nothing is retried here: the producer retries inside the client as its configs say, and the
-// answer carries what the client reported (offsets, or the exception's class name and message).
-// An error is never swallowed: every request gets exactly one answer.
+// Nothing is retried here unless a request asks for it: the producer retries inside the client
+// as its configs say, and the answer carries what the client reported (offsets, or the
+// exception's class name and message). The one retry a request may ask for is of a
+// transaction's end ("end_attempts_max" > 1: commitTransaction or abortTransaction called again
+// after a TimeoutException, as Kafka's client allows), and then the answer says how many calls
+// were made and what each failed call threw ("txn_end"). An error is never swallowed: every
+// request gets exactly one answer.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -44,10 +48,12 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.clients.producer.internals.FutureRecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.AuthorizationException;
+import org.apache.kafka.common.errors.InterruptException;
 import org.apache.kafka.common.errors.InvalidTopicException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.SerializationException;
+import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -396,7 +402,10 @@ public final class TidewaterDriver {
      *  one goes on with the rest and asks to commit). Answers ok (committed) with the
      *  micro-ops completed, fail (aborted, or never committed: this producer sent no
      *  EndTxn(COMMIT), or its successor's initialisation aborted it) with the error, or info
-     *  (the commit was sent and its outcome is unknown). */
+     *  (the commit was sent and its outcome is unknown). With "end_attempts_max" > 1 the
+     *  commit or abort is called again after a TimeoutException, on the same producer, up to
+     *  that many calls in all ({@link #endWithRetries}); the answer's "txn_end" says how many
+     *  calls were made and what the failed ones threw. */
     private ObjectNode txn(Client client, JsonNode request) {
         KafkaProducer<String, String> producer;
         try {
@@ -410,6 +419,7 @@ public final class TidewaterDriver {
         long waitMs = request.path("wait_ms").asLong(100);
         ArrayNode micro = (ArrayNode) request.path("micro");
         String end = request.path("end").asText("commit");
+        int endAttemptsMax = Math.max(1, request.path("end_attempts_max").asInt(1));
         ArrayNode done = JSON.createArrayNode();
         List<Future<RecordMetadata>> sends = new ArrayList<>();
         List<ArrayNode> sendSlots = new ArrayList<>();
@@ -449,7 +459,10 @@ public final class TidewaterDriver {
             return zombieEnd(producer, error, done, positions);
         }
         if (error != null || end.equals("abort")) {
-            return abort(client, producer, error);
+            return abort(client, producer, error, endAttemptsMax);
+        }
+        if (endAttemptsMax > 1) {
+            return commitWithRetries(client, producer, endAttemptsMax, done, positions);
         }
         try {
             producer.commitTransaction();
@@ -459,9 +472,81 @@ public final class TidewaterDriver {
             client.dropTxnProducer();
             return failure(0, "info", name(e), String.valueOf(e.getMessage()));
         }
+        return committed(done, positions);
+    }
+
+    private static ObjectNode committed(ArrayNode done, ObjectNode positions) {
         ObjectNode out = JSON.createObjectNode().put("type", "ok");
         out.set("micro", done);
         out.set("positions", positions);
+        return out;
+    }
+
+    /** What the calls of {@link #endWithRetries} did: how many were made, what each failed one
+     *  threw (class names, in order), and the last exception when none returned normally. */
+    private static final class EndCalls {
+        final String call;
+        int attempts;
+        final List<String> errors = new ArrayList<>();
+        RuntimeException last;
+
+        EndCalls(String call) {
+            this.call = call;
+        }
+
+        boolean returned() {
+            return last == null && attempts > 0;
+        }
+
+        /** The answer's "txn_end" field. */
+        ObjectNode toJson() {
+            ObjectNode out = JSON.createObjectNode().put("call", call).put("attempts", attempts);
+            ArrayNode list = out.putArray("errors");
+            errors.forEach(list::add);
+            return out;
+        }
+    }
+
+    /** Calls `end` (commitTransaction or abortTransaction) until it returns, at most
+     *  `attemptsMax` times. Only a TimeoutException (or an interruption) is retried: Kafka's
+     *  client documents both as safe to retry, the same call awaiting the same pending EndTxn
+     *  (TransactionManager keeps the result of a call that timed out and hands it to the
+     *  retry); any other exception ends the calls. */
+    private static EndCalls endWithRetries(String call, Runnable end, int attemptsMax) {
+        EndCalls calls = new EndCalls(call);
+        while (calls.attempts < attemptsMax) {
+            calls.attempts++;
+            try {
+                end.run();
+                calls.last = null;
+                return calls;
+            } catch (RuntimeException e) {
+                calls.last = e;
+                calls.errors.add(name(e));
+                if (!(e instanceof TimeoutException || e instanceof InterruptException)) {
+                    return calls;
+                }
+            }
+        }
+        return calls;
+    }
+
+    /** The commit of `--txn-retry-commit`: commitTransaction called again after a timeout, on
+     *  the same producer, which goes on into the client's next transaction when a call
+     *  returned (ok). When none did, the outcome is unknown (info) and the producer is dropped,
+     *  as after any unknown commit: it cannot begin another transaction before its commit
+     *  completes. */
+    private static ObjectNode commitWithRetries(Client client, KafkaProducer<String, String> producer, int attemptsMax,
+            ArrayNode done, ObjectNode positions) {
+        EndCalls calls = endWithRetries("commitTransaction", producer::commitTransaction, attemptsMax);
+        ObjectNode out;
+        if (calls.returned()) {
+            out = committed(done, positions);
+        } else {
+            client.dropTxnProducer();
+            out = failure(0, "info", name(calls.last), String.valueOf(calls.last.getMessage()));
+        }
+        out.set("txn_end", calls.toJson());
         return out;
     }
 
@@ -524,21 +609,25 @@ public final class TidewaterDriver {
     /** Aborts the open transaction, deliberately (`error` null) or after `error`. Either way
      *  the answer is fail: this producer never asked to commit. A fenced producer
      *  (ProducerFencedException, fatal per KIP-691) must not abort: it is closed, and the
-     *  producer that fenced it aborted the transaction. An abort that throws leaves a
+     *  producer that fenced it aborted the transaction. An abort that throws (with
+     *  `attemptsMax` > 1: whose every call timed out, or that threw anything else) leaves a
      *  producer that cannot go on: it is closed too. */
-    private ObjectNode abort(Client client, KafkaProducer<String, String> producer, Throwable error) {
+    private ObjectNode abort(Client client, KafkaProducer<String, String> producer, Throwable error, int attemptsMax) {
         String name = error == null ? "aborted" : name(error);
         String message = error == null ? "aborted by the workload" : String.valueOf(unwrap(error).getMessage());
         if (unwrap(error == null ? new RuntimeException() : error) instanceof ProducerFencedException) {
             client.dropTxnProducer();
             return failure(0, "fail", name, message);
         }
-        try {
-            producer.abortTransaction();
-        } catch (RuntimeException e) {
+        EndCalls calls = endWithRetries("abortTransaction", producer::abortTransaction, attemptsMax);
+        if (!calls.returned()) {
             client.dropTxnProducer();
-            message = message + "; abortTransaction: " + name(e) + ": " + e.getMessage();
+            message = message + "; abortTransaction: " + name(calls.last) + ": " + calls.last.getMessage();
         }
-        return failure(0, "fail", name, message);
+        ObjectNode out = failure(0, "fail", name, message);
+        if (attemptsMax > 1) {
+            out.set("txn_end", calls.toJson());
+        }
+        return out;
     }
 }

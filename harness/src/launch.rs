@@ -69,6 +69,13 @@ pub struct RunArgs {
     /// --client java and --acks all): the checker then counts every duplicate as a violation.
     #[arg(long)]
     pub idempotence: bool,
+    /// With --workload txn: after commitTransaction (or abortTransaction) times out, call it
+    /// again on the same producer, up to 3 calls in all, and go on with that producer into
+    /// the next transaction, as Kafka's client allows and many applications do (the
+    /// KAFKA-17754 attempt, docs/real-kafka.md). Each transaction's calls are in the history
+    /// (`txn_end`); without the flag an unknown commit retires the producer.
+    #[arg(long)]
+    pub txn_retry_commit: bool,
     /// Number of concurrent client workers.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub concurrency: usize,
@@ -218,6 +225,11 @@ impl RunArgs {
             lossy_fs: self.lossy_fs,
             system: system.as_flag(),
             idempotence: self.idempotence,
+            txn_end_attempts_max: if self.txn_retry_commit {
+                tidewater_workloads::txn::RETRY_END_ATTEMPTS_MAX
+            } else {
+                1
+            },
             java_client,
         };
         config.validate()?;
@@ -729,6 +741,18 @@ pub fn describe(config: &RunConfig, run_dir: &RunDir, target_flags: &str) -> Vec
             text(&java.producer),
             text(&java.consumer)
         ));
+    }
+    if config.workload == "txn" {
+        lines.push(if config.txn_end_attempts_max > 1 {
+            format!(
+                "txn end: commitTransaction/abortTransaction called again after a timeout, on \
+                 the same producer, up to {} calls (--txn-retry-commit; each in the history's \
+                 txn_end)",
+                config.txn_end_attempts_max
+            )
+        } else {
+            "txn end: one call; an unknown commit retires the producer".to_string()
+        });
     }
     lines.push(format!(
         "client request_timeout_ms={} produce_timeout_ms={} metadata_timeout_ms={} \

@@ -21,7 +21,13 @@ use tidewater_workloads::java::{
 };
 use tidewater_workloads::kafka_admin::KafkaAdmin;
 use tidewater_workloads::queue::QueueClient;
-use tidewater_workloads::txn::{Ending, TxnClient, TxnOutcome};
+use tidewater_workloads::txn::{Ending, TxnClient, TxnLimits, TxnOutcome};
+
+/// A transaction's bounds without retries of its end: polls wait 500 ms.
+const ONE_END: TxnLimits = TxnLimits {
+    poll_max_wait_ms: 500,
+    end_attempts_max: 1,
+};
 
 async fn start(
     driver: &Driver,
@@ -134,8 +140,9 @@ async fn the_driver_maps_the_java_clients_outcomes() {
         send("jd/1", 21),
     ];
     let ok = committed
-        .txn("w0", &micro, &positions, Ending::Commit, 500)
-        .await;
+        .txn("w0", &micro, &positions, Ending::Commit, ONE_END)
+        .await
+        .outcome;
     let TxnOutcome::Committed {
         micro: done,
         positions: after,
@@ -176,9 +183,10 @@ async fn the_driver_maps_the_java_clients_outcomes() {
             &[send("jd/1", 30), send("jd/1", 31)],
             &BTreeMap::new(),
             Ending::Abort,
-            500,
+            ONE_END,
         )
-        .await;
+        .await
+        .outcome;
     assert_eq!(
         aborted,
         TxnOutcome::Aborted {
@@ -208,9 +216,10 @@ async fn the_driver_maps_the_java_clients_outcomes() {
             &[send("jd/0", 40)],
             &BTreeMap::new(),
             Ending::Commit,
-            500,
+            ONE_END,
         )
-        .await;
+        .await
+        .outcome;
     assert!(matches!(second, TxnOutcome::Committed { .. }), "{second:?}");
     let fenced = committed
         .txn(
@@ -218,9 +227,10 @@ async fn the_driver_maps_the_java_clients_outcomes() {
             &[send("jd/0", 41)],
             &BTreeMap::new(),
             Ending::Commit,
-            500,
+            ONE_END,
         )
-        .await;
+        .await
+        .outcome;
     let TxnOutcome::Aborted { error } = &fenced else {
         panic!("a fenced producer's transaction: {fenced:?}");
     };
@@ -231,9 +241,10 @@ async fn the_driver_maps_the_java_clients_outcomes() {
             &[send("jd/0", 42)],
             &BTreeMap::new(),
             Ending::Commit,
-            500,
+            ONE_END,
         )
-        .await;
+        .await
+        .outcome;
     assert!(matches!(again, TxnOutcome::Committed { .. }), "{again:?}");
     let values: Vec<i64> = read_all(&committed, "jd/0")
         .await
@@ -252,9 +263,10 @@ async fn the_driver_maps_the_java_clients_outcomes() {
             &[send("jd/1", 50), send("jd/1", 51)],
             &BTreeMap::new(),
             Ending::Zombie,
-            500,
+            ONE_END,
         )
-        .await;
+        .await
+        .outcome;
     assert_eq!(
         zombie,
         TxnOutcome::Aborted {
@@ -267,9 +279,10 @@ async fn the_driver_maps_the_java_clients_outcomes() {
             &[send("jd/1", 52)],
             &BTreeMap::new(),
             Ending::Commit,
-            500,
+            ONE_END,
         )
-        .await;
+        .await
+        .outcome;
     assert!(
         matches!(successor, TxnOutcome::Committed { .. }),
         "{successor:?}"
@@ -280,6 +293,71 @@ async fn the_driver_maps_the_java_clients_outcomes() {
         .map(|r| r.1)
         .collect();
     assert_eq!(values, vec![21, 52]);
+
+    // --txn-retry-commit: the commit's first call times out while the only broker (the
+    // transaction coordinator) is paused; the second call, on the same producer, returns after
+    // the resume, so the transaction is ok and its calls are in the answer; the same producer
+    // then commits the next transaction with one call.
+    admin
+        .create_topic("jr", 1, 1, &BTreeMap::new())
+        .await
+        .expect("topic jr");
+    let retrying = TxnLimits {
+        poll_max_wait_ms: 2_000,
+        end_attempts_max: 3,
+    };
+    let broker = cluster.process_group("n1");
+    let pauser = tokio::spawn(async move {
+        // After the send (acknowledged within ms), during the 2 s poll of the empty jr/0; the
+        // commit's first call then waits max.block.ms (5 s) for a coordinator that is paused
+        // until 7.4 s, shorter than the 9 s broker session timeout.
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        // SAFETY: kill(2) of the broker's process group, which the cluster made and owns.
+        unsafe { libc::kill(-broker, libc::SIGSTOP) };
+        tokio::time::sleep(Duration::from_millis(6_400)).await;
+        unsafe { libc::kill(-broker, libc::SIGCONT) };
+    });
+    let retried = committed
+        .txn(
+            "w0",
+            &[send("jd/1", 60), MicroOp::Poll(BTreeMap::new())],
+            &BTreeMap::from([("jr/0".to_string(), 0)]),
+            Ending::Commit,
+            retrying,
+        )
+        .await;
+    pauser.await.unwrap();
+    assert!(
+        matches!(retried.outcome, TxnOutcome::Committed { .. }),
+        "{retried:?}"
+    );
+    let end = retried.end.expect("the calls of a retried commit");
+    assert_eq!(
+        (end.call.as_str(), end.attempts),
+        ("commitTransaction", 2),
+        "{end:?}"
+    );
+    assert_eq!(end.errors, vec!["TimeoutException".to_string()]);
+    let next = committed
+        .txn(
+            "w0",
+            &[send("jd/1", 61)],
+            &BTreeMap::new(),
+            Ending::Commit,
+            retrying,
+        )
+        .await;
+    assert!(
+        matches!(next.outcome, TxnOutcome::Committed { .. }),
+        "{next:?}"
+    );
+    assert_eq!(next.end.map(|e| (e.attempts, e.errors.len())), Some((1, 0)));
+    let values: Vec<i64> = read_all(&committed, "jd/1")
+        .await
+        .iter()
+        .map(|r| r.1)
+        .collect();
+    assert_eq!(values, vec![21, 52, 60, 61]);
 
     // The protocol: an unknown op is a fail of the driver's own; a driver that is gone
     // answers info (the request may have reached it).

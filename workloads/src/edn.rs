@@ -13,7 +13,7 @@
 //! between them: with `partitions` partitions per topic, Jepsen key `k` is
 //! `{prefix}{k / partitions}/{k % partitions}` (default: prefix `t`, one partition per topic,
 //! so `k` <-> `t{k}/0`). Other fields map by name (`:high-watermarks` <-> `high_watermarks`,
-//! `:log-start-offsets`, `:error`, `:node`, `:final?`). See `docs/history.md`.
+//! `:log-start-offsets`, `:error`, `:node`, `:final?`, `:txn-end`). See `docs/history.md`.
 //!
 //! The reader is a small, complete-enough EDN parser: maps, vectors, lists, sets, keywords,
 //! symbols, strings, characters, integers, floats, `nil`, booleans, comments, `#_` discards
@@ -655,6 +655,11 @@ pub fn op_from_edn(e: &Edn, keys: &KeyMapping, position: u64) -> Result<Op, EdnE
             field("final?").or_else(|| field("final")),
             Some(Edn::Bool(true))
         ),
+        txn_end: field("txn-end")
+            .filter(|v| **v != Edn::Nil)
+            .map(|v| serde_json::from_value(v.to_json()))
+            .transpose()
+            .map_err(|e| EdnError(format!("bad :txn-end: {e}")))?,
     })
 }
 
@@ -748,6 +753,17 @@ pub fn op_to_edn(op: &Op, keys: &KeyMapping) -> Edn {
     }
     if op.r#final {
         pairs.push((kw("final?"), Edn::Bool(true)));
+    }
+    if let Some(end) = &op.txn_end {
+        // A map of keyword keys, as Jepsen writes its own extensions.
+        let Value::Object(fields) = serde_json::to_value(end).expect("a TxnEnd serialises") else {
+            unreachable!("a TxnEnd is a JSON object");
+        };
+        let pairs_end = fields
+            .iter()
+            .map(|(k, v)| (kw(k), Edn::from_json(v)))
+            .collect();
+        pairs.push((kw("txn-end"), Edn::Map(pairs_end)));
     }
     Edn::Map(pairs)
 }
@@ -923,6 +939,32 @@ mod tests {
         write_edn_history(&ops, &keys, &mut text).unwrap();
         let back = read_edn_history(std::str::from_utf8(&text).unwrap(), &keys).unwrap();
         assert_eq!(back, ops);
+    }
+
+    #[test]
+    fn a_retried_commit_round_trips_as_txn_end() {
+        let mut op = Op::client(
+            3,
+            OpType::Ok,
+            "txn",
+            serde_json::json!([["send", "t0/0", [4, 9]]]),
+        );
+        op.txn_end = Some(crate::history::TxnEnd {
+            call: "commitTransaction".into(),
+            attempts: 2,
+            errors: vec!["TimeoutException".into()],
+        });
+        let keys = KeyMapping::default();
+        let mut text = Vec::new();
+        write_edn_history(std::slice::from_ref(&op), &keys, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains(
+                r#":txn-end {:attempts 2, :call "commitTransaction", :errors ["TimeoutException"]}"#
+            ),
+            "{text}"
+        );
+        assert_eq!(read_edn_history(&text, &keys).unwrap(), vec![op]);
     }
 
     #[test]

@@ -111,6 +111,36 @@ pub struct Op {
     /// True on the reads of the final phase (after heal and recovery).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub r#final: bool,
+    /// On a `txn` completion of a run with `--txn-retry-commit`: the calls that ended the
+    /// transaction, so a retried commit or abort is in the history, never hidden.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txn_end: Option<TxnEnd>,
+}
+
+/// How a transaction's end went when the client may call it again after a timeout
+/// (`--txn-retry-commit`): which call, how many times it was made, and what each call that
+/// did not return threw. `attempts` is `errors.len() + 1` when the last call returned, and
+/// `errors.len()` when none did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnEnd {
+    /// `commitTransaction` or `abortTransaction`.
+    pub call: String,
+    /// Calls made, the first included.
+    pub attempts: u32,
+    /// The exception of each call that did not return (the client's class names), in order.
+    pub errors: Vec<String>,
+}
+
+impl TxnEnd {
+    /// True when the call was made more than once.
+    pub fn retried(&self) -> bool {
+        self.attempts > 1
+    }
+
+    /// True when the last call returned (the commit or abort completed).
+    pub fn returned(&self) -> bool {
+        self.attempts as usize > self.errors.len()
+    }
 }
 
 /// One micro-operation of a client op's value.
@@ -242,6 +272,7 @@ impl Op {
             isr_sizes: None,
             error: None,
             r#final: false,
+            txn_end: None,
         }
     }
 

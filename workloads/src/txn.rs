@@ -19,10 +19,17 @@
 //! as a new process whose producer, of the same `transactional.id`, fences the old one and
 //! makes the coordinator finish the old transaction (KIP-98's zombie fencing).
 //!
+//! With [`TxnSettings::end_attempts_max`] above 1 (`--txn-retry-commit`) the client calls
+//! `commitTransaction` (or `abortTransaction`) again after a timeout, on the same producer, as
+//! Kafka's client allows and many applications do, and goes on with that producer into its
+//! next transaction when a call returned. The completion records the calls
+//! ([`crate::history::TxnEnd`]); the outcome stays what the last call says: ok only when the
+//! commit returned, info when no call did.
+//!
 //! The I/O is [`TxnClient`] (the Java client's driver implements it); the generator is pure.
 
 use crate::group::OpSink;
-use crate::history::{Key, MicroOp, Op, OpType, Val};
+use crate::history::{Key, MicroOp, Op, OpType, TxnEnd, Val};
 use crate::queue::{Consumer, ValueSource};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -58,6 +65,22 @@ pub enum TxnOutcome {
         /// The error name.
         error: String,
     },
+}
+
+/// A transaction's outcome and, when the client may retry the end, the calls that ended it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnReply {
+    /// Committed, aborted or unknown.
+    pub outcome: TxnOutcome,
+    /// The commit or abort calls, when the end could be retried ([`TxnSettings::end_attempts_max`]
+    /// above 1) and was called.
+    pub end: Option<TxnEnd>,
+}
+
+impl From<TxnOutcome> for TxnReply {
+    fn from(outcome: TxnOutcome) -> TxnReply {
+        TxnReply { outcome, end: None }
+    }
 }
 
 /// What a poll outside a transaction returned.
@@ -107,15 +130,17 @@ impl Ending {
 /// The transactional workload's I/O: one logical client per worker, named by the worker.
 pub trait TxnClient: Send + Sync + 'static {
     /// Runs `micro` (invoke forms) as one transaction of `client`, its polls reading the keys
-    /// of `positions` from there, ended as `ending` says.
+    /// of `positions` from there (each waiting at most `limits.poll_max_wait_ms`), ended as
+    /// `ending` says: the commit or abort called at most `limits.end_attempts_max` times
+    /// (again only after a timeout).
     fn txn<'a>(
         &'a self,
         client: &'a str,
         micro: &'a [MicroOp],
         positions: &'a BTreeMap<Key, u64>,
         ending: Ending,
-        wait_ms: u64,
-    ) -> BoxFuture<'a, TxnOutcome>;
+        limits: TxnLimits,
+    ) -> BoxFuture<'a, TxnReply>;
 
     /// Polls the keys of `positions` from there, outside any transaction.
     fn poll<'a>(
@@ -128,6 +153,19 @@ pub trait TxnClient: Send + Sync + 'static {
     /// Closes `client`'s producer and consumer; its next use makes new ones.
     fn close<'a>(&'a self, client: &'a str) -> BoxFuture<'a, ()>;
 }
+
+/// The bounds one transaction runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnLimits {
+    /// Bound on one poll's wait.
+    pub poll_max_wait_ms: u64,
+    /// Most calls of the commit or abort ending the transaction (1: no retry).
+    pub end_attempts_max: u32,
+}
+
+/// Calls of `commitTransaction` (or `abortTransaction`) with `--txn-retry-commit`: the first
+/// and two retries, each waiting `max.block.ms`.
+pub const RETRY_END_ATTEMPTS_MAX: u32 = 3;
 
 /// Settings of the transactional workload.
 #[derive(Debug, Clone)]
@@ -148,6 +186,9 @@ pub struct TxnSettings {
     pub reassign_fraction: f64,
     /// Bound on one poll's wait.
     pub poll_max_wait_ms: u64,
+    /// Most calls of a transaction's commit or abort: 1 (the default) never calls again; above
+    /// 1 (`--txn-retry-commit`) calls again after a timeout, on the same producer.
+    pub end_attempts_max: u32,
 }
 
 impl TxnSettings {
@@ -163,6 +204,15 @@ impl TxnSettings {
             poll_micro_fraction: 0.25,
             reassign_fraction: 0.05,
             poll_max_wait_ms: 100,
+            end_attempts_max: 1,
+        }
+    }
+
+    /// The bounds of one transaction.
+    pub fn limits(&self) -> TxnLimits {
+        TxnLimits {
+            poll_max_wait_ms: self.poll_max_wait_ms,
+            end_attempts_max: self.end_attempts_max,
         }
     }
 }
@@ -298,16 +348,39 @@ pub fn client_name(worker: u64) -> String {
     format!("w{worker}")
 }
 
-/// Runs `intent` for `consumer` of client `client`; returns the completion line's kind,
-/// value and error.
+/// A completion line's parts, as [`execute`] makes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnCompletion {
+    /// ok, fail or info.
+    pub kind: OpType,
+    /// The completion's value.
+    pub value: Value,
+    /// The client's error, for fail and info.
+    pub error: Option<String>,
+    /// The commit or abort calls, with `--txn-retry-commit`.
+    pub txn_end: Option<TxnEnd>,
+}
+
+impl TxnCompletion {
+    fn new(kind: OpType, value: Value, error: Option<String>) -> TxnCompletion {
+        TxnCompletion {
+            kind,
+            value,
+            error,
+            txn_end: None,
+        }
+    }
+}
+
+/// Runs `intent` for `consumer` of client `client`; returns the completion line's parts.
 pub async fn execute(
     client: &dyn TxnClient,
     name: &str,
     settings: &TxnSettings,
     consumer: &mut Consumer,
     intent: &TxnIntent,
-) -> (OpType, Value, Option<String>) {
-    match intent {
+) -> TxnCompletion {
+    let (kind, value, error) = match intent {
         TxnIntent::Assign(keys) => {
             consumer.assign(keys.clone());
             (OpType::Ok, json!(keys), None)
@@ -331,10 +404,10 @@ pub async fn execute(
         }
         TxnIntent::Txn { micro, ending } => {
             let positions = assigned_positions(consumer);
-            let outcome = client
-                .txn(name, micro, &positions, *ending, settings.poll_max_wait_ms)
+            let reply = client
+                .txn(name, micro, &positions, *ending, settings.limits())
                 .await;
-            match outcome {
+            let (kind, value, error) = match reply.outcome {
                 TxnOutcome::Committed { micro, positions } => {
                     consumer.positions.extend(positions);
                     let value = micro.iter().map(MicroOp::to_completion_value).collect();
@@ -342,9 +415,14 @@ pub async fn execute(
                 }
                 TxnOutcome::Aborted { error } => (OpType::Fail, intent.invoke_value(), Some(error)),
                 TxnOutcome::Unknown { error } => (OpType::Info, intent.invoke_value(), Some(error)),
-            }
+            };
+            return TxnCompletion {
+                txn_end: reply.end,
+                ..TxnCompletion::new(kind, value, error)
+            };
         }
-    }
+    };
+    TxnCompletion::new(kind, value, error)
 }
 
 /// One worker of the transactional workload: ops until `stop` is set, each recorded as an
@@ -377,11 +455,12 @@ pub async fn txn_worker<S: OpSink>(
             f,
             intent.invoke_value(),
         ));
-        let (kind, value, error) =
-            execute(&*client, &name, &settings, &mut consumer, &intent).await;
+        let done = execute(&*client, &name, &settings, &mut consumer, &intent).await;
+        let kind = done.kind;
         sink.record(Op {
-            error,
-            ..Op::client(process, kind, f, value)
+            error: done.error,
+            txn_end: done.txn_end,
+            ..Op::client(process, kind, f, done.value)
         });
         ops += 1;
         if kind == OpType::Info {
@@ -445,12 +524,30 @@ mod tests {
         );
     }
 
-    /// Commits every transaction whose first micro-op sends to `t0/0`, aborts the others; the
-    /// third transaction ends unknown.
+    /// Aborts the transactions asked to abort and commits the others; the first commit from
+    /// the third transaction on times out once (unknown, or retried with retries on).
     #[derive(Default)]
     struct Scripted {
         txns: Mutex<u64>,
+        timed_out: Mutex<bool>,
         closed: Mutex<Vec<String>>,
+    }
+
+    /// The lines a worker records.
+    #[derive(Default)]
+    struct Lines {
+        ops: Mutex<Vec<Op>>,
+        processes: std::sync::atomic::AtomicU64,
+    }
+
+    impl OpSink for Lines {
+        fn new_process(&self) -> u64 {
+            self.processes.fetch_add(1, Ordering::Relaxed)
+        }
+
+        fn record(&self, op: Op) {
+            self.ops.lock().unwrap().push(op);
+        }
     }
 
     impl TxnClient for Scripted {
@@ -460,24 +557,40 @@ mod tests {
             micro: &'a [MicroOp],
             positions: &'a BTreeMap<Key, u64>,
             ending: Ending,
-            _wait_ms: u64,
-        ) -> BoxFuture<'a, TxnOutcome> {
+            limits: TxnLimits,
+        ) -> BoxFuture<'a, TxnReply> {
             Box::pin(async move {
                 let n = {
                     let mut t = self.txns.lock().unwrap();
                     *t += 1;
                     *t
                 };
-                if n == 3 {
-                    return TxnOutcome::Unknown {
-                        error: "TimeoutException".into(),
-                    };
-                }
                 if ending == Ending::Abort {
                     return TxnOutcome::Aborted {
                         error: "aborted".into(),
-                    };
+                    }
+                    .into();
                 }
+                // The first commit from the third transaction on times out once: unknown
+                // without retries; with them, its second call returns.
+                let times_out =
+                    n >= 3 && !std::mem::replace(&mut *self.timed_out.lock().unwrap(), true);
+                let retry = limits.end_attempts_max > 1;
+                if times_out && !retry {
+                    return TxnOutcome::Unknown {
+                        error: "TimeoutException".into(),
+                    }
+                    .into();
+                }
+                let end = retry.then(|| TxnEnd {
+                    call: "commitTransaction".into(),
+                    attempts: if times_out { 2 } else { 1 },
+                    errors: if times_out {
+                        vec!["TimeoutException".into()]
+                    } else {
+                        vec![]
+                    },
+                });
                 let micro = micro
                     .iter()
                     .enumerate()
@@ -491,7 +604,10 @@ mod tests {
                     })
                     .collect();
                 let positions = positions.keys().map(|k| (k.clone(), 7)).collect();
-                TxnOutcome::Committed { micro, positions }
+                TxnReply {
+                    outcome: TxnOutcome::Committed { micro, positions },
+                    end,
+                }
             })
         }
 
@@ -529,9 +645,12 @@ mod tests {
             micro: vec![send(1), MicroOp::Poll(BTreeMap::new())],
             ending: Ending::Commit,
         };
-        let (kind, value, error) = execute(&client, "w0", &s, &mut consumer, &commit).await;
-        assert_eq!((kind, error), (OpType::Ok, None));
-        assert_eq!(value, json!([["send", "t0/0", [0, 1]], ["poll", {}]]));
+        let done = execute(&client, "w0", &s, &mut consumer, &commit).await;
+        assert_eq!(
+            (done.kind, done.error, done.txn_end),
+            (OpType::Ok, None, None)
+        );
+        assert_eq!(done.value, json!([["send", "t0/0", [0, 1]], ["poll", {}]]));
         assert_eq!(consumer.positions["t0/1"], 7);
 
         consumer.positions.insert("t0/1".into(), 2);
@@ -539,15 +658,67 @@ mod tests {
             micro: vec![send(2)],
             ending: Ending::Abort,
         };
-        let (kind, value, error) = execute(&client, "w0", &s, &mut consumer, &abort).await;
-        assert_eq!(kind, OpType::Fail);
-        assert_eq!(error.as_deref(), Some("aborted"));
-        assert_eq!(value, json!([["send", "t0/0", 2]]));
+        let done = execute(&client, "w0", &s, &mut consumer, &abort).await;
+        assert_eq!(done.kind, OpType::Fail);
+        assert_eq!(done.error.as_deref(), Some("aborted"));
+        assert_eq!(done.value, json!([["send", "t0/0", 2]]));
         assert_eq!(consumer.positions["t0/1"], 2, "an abort leaves positions");
 
-        let (kind, _, error) = execute(&client, "w0", &s, &mut consumer, &commit).await;
-        assert_eq!(kind, OpType::Info);
-        assert_eq!(error.as_deref(), Some("TimeoutException"));
+        let done = execute(&client, "w0", &s, &mut consumer, &commit).await;
+        assert_eq!(done.kind, OpType::Info);
+        assert_eq!(done.error.as_deref(), Some("TimeoutException"));
         assert_eq!(consumer.positions["t0/1"], 2);
+    }
+
+    #[tokio::test]
+    async fn a_retried_commit_is_ok_and_its_calls_reach_the_history() {
+        let client = Arc::new(Scripted::default());
+        let mut s = TxnSettings::new(vec!["t0/0".into()]);
+        s.end_attempts_max = RETRY_END_ATTEMPTS_MAX;
+        // The worker records through a sink; its third transaction's commit is retried.
+        let sink = Arc::new(Lines::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = tokio::spawn(txn_worker(
+            client.clone(),
+            Arc::new(s),
+            sink.clone(),
+            9,
+            0,
+            ValueSource::default(),
+            stop.clone(),
+        ));
+        while *client.txns.lock().unwrap() < 6 {
+            tokio::task::yield_now().await;
+        }
+        stop.store(true, Ordering::Relaxed);
+        worker.await.unwrap();
+        let ops = sink.ops.lock().unwrap().clone();
+        let ended: Vec<&Op> = ops
+            .iter()
+            .filter(|o| o.f == "txn" && o.kind != OpType::Invoke)
+            .collect();
+        let retried: Vec<&Op> = ended
+            .iter()
+            .copied()
+            .filter(|o| o.txn_end.as_ref().is_some_and(TxnEnd::retried))
+            .collect();
+        assert_eq!(retried.len(), 1, "{ended:?}");
+        assert_eq!(
+            retried[0].kind,
+            OpType::Ok,
+            "a retried commit that returned is ok"
+        );
+        assert_eq!(
+            retried[0].txn_end,
+            Some(TxnEnd {
+                call: "commitTransaction".into(),
+                attempts: 2,
+                errors: vec!["TimeoutException".into()],
+            })
+        );
+        // Nothing ended unknown, so the worker kept its process (and its producer): no close.
+        assert!(ended.iter().all(|o| o.kind != OpType::Info));
+        assert!(client.closed.lock().unwrap().is_empty());
+        assert!(ops.iter().all(|o| o.process == ops[0].process));
     }
 }

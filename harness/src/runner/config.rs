@@ -131,11 +131,32 @@ pub struct RunConfig {
     /// of the Java client; the transactional workload's always are).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub idempotence: bool,
+    /// `--txn-retry-commit`: the txn workload's client calls `commitTransaction` (or
+    /// `abortTransaction`) again after a timeout, on the same producer, at most this many
+    /// calls in all, and goes on with that producer when a call returned. 1 (the default,
+    /// not stored): an unknown commit retires the producer.
+    #[serde(
+        default = "one_end_attempt",
+        skip_serializing_if = "is_one_end_attempt"
+    )]
+    pub txn_end_attempts_max: u32,
     /// The Java client's producer and consumer configs (`--client java`), Kafka's names,
     /// fixed when the run is made: what the driver's clients ran with, and what the checker
     /// reads `enable.idempotence`, `transactional.id` and `isolation.level` from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub java_client: Option<tidewater_workloads::java::ClientConfigs>,
+}
+
+/// Bound on `txn_end_attempts_max` (a config.json edited by hand): each call may block
+/// `max.block.ms`.
+const TXN_END_ATTEMPTS_LIMIT: u32 = 10;
+
+fn one_end_attempt() -> u32 {
+    1
+}
+
+fn is_one_end_attempt(n: &u32) -> bool {
+    *n == 1
 }
 
 /// The system under test of a run whose config does not name one.
@@ -330,6 +351,19 @@ impl RunConfig {
     /// Refuses the combinations the Java client, idempotence and transactions cannot run:
     /// each says what would work instead.
     fn validate_java_client(&self, kafka: bool) -> Result<(), String> {
+        if self.txn_end_attempts_max == 0 || self.txn_end_attempts_max > TXN_END_ATTEMPTS_LIMIT {
+            return Err(format!(
+                "txn_end_attempts_max must be 1 to {TXN_END_ATTEMPTS_LIMIT}, not {}",
+                self.txn_end_attempts_max
+            ));
+        }
+        if self.txn_end_attempts_max != 1 && self.workload != "txn" {
+            return Err(
+                "--txn-retry-commit is for the txn workload (--workload txn): only transactions \
+                 have a commit to retry"
+                    .into(),
+            );
+        }
         if self.workload == "txn" && self.client != "java" {
             let why = if kafka {
                 "rskafka speaks no transactions"
@@ -454,6 +488,9 @@ impl RunConfig {
         if self.idempotence {
             args.push("--idempotence".into());
         }
+        if self.txn_end_attempts_max > 1 {
+            args.push("--txn-retry-commit".into());
+        }
         match &self.plan {
             Some(plan) => flag(&mut args, "--plan", plan.clone()),
             None if self.nemesis.is_empty() => flag(&mut args, "--nemesis", "none".into()),
@@ -536,6 +573,7 @@ pub(crate) fn example() -> RunConfig {
         lossy_fs: false,
         system: default_system(),
         idempotence: false,
+        txn_end_attempts_max: 1,
         java_client: None,
     }
 }
@@ -557,12 +595,31 @@ mod tests {
         c.validate().unwrap();
         c.system = "kafka:3.9.1".into();
         c.validate().unwrap();
+        c.txn_end_attempts_max = 3;
+        c.validate().unwrap();
+        assert!(c.command_line().contains(" --txn-retry-commit"));
+        let stored = serde_json::to_value(&c).unwrap();
+        assert_eq!(stored["txn_end_attempts_max"], 3);
+        c.txn_end_attempts_max = 1;
+        let stored = serde_json::to_value(&c).unwrap();
+        assert!(
+            stored.get("txn_end_attempts_max").is_none(),
+            "the default is not stored"
+        );
+        let back: RunConfig = serde_json::from_value(stored).unwrap();
+        assert_eq!(back.txn_end_attempts_max, 1);
         let java = c.java_client_configs().unwrap();
         assert_eq!(java.merged()["isolation.level"], "read_committed");
         c.acks = "1".into();
         assert!(c.validate().unwrap_err().contains("need --acks all"));
         c.acks = "all".into();
         c.workload = "queue".into();
+        c.txn_end_attempts_max = 3;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("--txn-retry-commit is for the txn workload"));
+        c.txn_end_attempts_max = 1;
         c.idempotence = true;
         c.validate().unwrap();
         assert!(c.command_line().contains(" --idempotence"));

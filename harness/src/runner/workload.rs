@@ -298,7 +298,10 @@ impl Workload<'_> {
     /// `transactional.id`), under the run's overall rate.
     fn start_txn(&self, client: Arc<dyn TxnClient>) -> Vec<tokio::task::JoinHandle<u64>> {
         let config = self.config;
-        let settings = Arc::new(TxnSettings::new(self.keys.to_vec()));
+        let settings = Arc::new(TxnSettings {
+            end_attempts_max: config.txn_end_attempts_max,
+            ..TxnSettings::new(self.keys.to_vec())
+        });
         let sink = Arc::new(RecorderSink {
             recorder: self.recorder.clone(),
             limiter: Arc::new(RateLimiter::new(config.rate)),

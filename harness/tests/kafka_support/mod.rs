@@ -232,6 +232,17 @@ impl KafkaCluster {
         kill_group(child);
     }
 
+    /// The process group of node `name`'s JVM, for signals sent while the test goes on
+    /// (SIGSTOP and SIGCONT: a paused node; Drop's SIGKILL ends a paused one too).
+    pub fn process_group(&self, name: &str) -> i32 {
+        let (_, child) = self
+            .children
+            .iter()
+            .find(|(n, _)| n == name)
+            .expect("a node of this cluster");
+        child.id() as i32
+    }
+
     /// The node directory of `name` (for logs in failure messages).
     pub fn node_dir(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)

@@ -156,6 +156,7 @@ pub fn fault_windows(results: Option<&CheckResults>, nemesis: &[Op], end_ns: u64
         isr_sizes: None,
         error: None,
         r#final: false,
+        txn_end: None,
     });
     Faults {
         windows: tracker.windows(),
@@ -183,6 +184,7 @@ mod tests {
             isr_sizes: None,
             error: None,
             r#final: false,
+            txn_end: None,
         }
     }
 

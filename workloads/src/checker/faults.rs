@@ -223,6 +223,7 @@ mod tests {
             isr_sizes: None,
             error: error.map(String::from),
             r#final: false,
+            txn_end: None,
         }
     }
 

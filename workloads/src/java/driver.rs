@@ -37,6 +37,8 @@ pub enum Answer {
         error: String,
         /// Its message.
         message: String,
+        /// The answer's other fields (a transaction's `txn_end`).
+        details: Map<String, Value>,
     },
     /// It may have had an effect.
     Info {
@@ -44,29 +46,32 @@ pub enum Answer {
         error: String,
         /// Its message.
         message: String,
+        /// As for `Fail`.
+        details: Map<String, Value>,
     },
 }
 
 impl Answer {
     /// Parses one answer line's object (without its `id`).
     pub fn from_value(mut v: Map<String, Value>) -> Answer {
-        let text = |v: &Map<String, Value>, k: &str| {
-            v.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+        let text = |v: &mut Map<String, Value>, k: &str| match v.remove(k) {
+            Some(Value::String(s)) => s,
+            _ => String::new(),
         };
-        match v.remove("type").as_ref().and_then(Value::as_str) {
+        let kind = v.remove("type");
+        match kind.as_ref().and_then(Value::as_str) {
             Some("ok") => Answer::Ok(v),
             Some("fail") => Answer::Fail {
-                error: text(&v, "error"),
-                message: text(&v, "message"),
+                error: text(&mut v, "error"),
+                message: text(&mut v, "message"),
+                details: v,
             },
             Some("info") => Answer::Info {
-                error: text(&v, "error"),
-                message: text(&v, "message"),
+                error: text(&mut v, "error"),
+                message: text(&mut v, "message"),
+                details: v,
             },
-            other => Answer::Info {
-                error: "driver-protocol".into(),
-                message: format!("answer of type {other:?}"),
-            },
+            other => Answer::info("driver-protocol", format!("answer of type {other:?}")),
         }
     }
 
@@ -74,6 +79,7 @@ impl Answer {
         Answer::Info {
             error: error.into(),
             message,
+            details: Map::new(),
         }
     }
 }
@@ -161,6 +167,18 @@ impl JavaDriver {
     /// [`ANSWER_TIMEOUT`]. A driver that is gone or silent answers `Info` (`driver-exited`,
     /// `driver-timeout`): the request may have reached the client.
     pub async fn call(&self, client: &str, op: &str, fields: Value) -> Answer {
+        self.call_within(client, op, fields, ANSWER_TIMEOUT).await
+    }
+
+    /// As [`JavaDriver::call`], waiting at most `bound` (a request whose client may block
+    /// longer than usual: a transaction whose end is called again after a timeout).
+    pub async fn call_within(
+        &self,
+        client: &str,
+        op: &str,
+        fields: Value,
+        bound: Duration,
+    ) -> Answer {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut request = json!({"id": id, "client": client, "op": op});
         if let (Some(r), Value::Object(more)) = (request.as_object_mut(), fields) {
@@ -180,14 +198,14 @@ impl JavaDriver {
             self.pending.lock().expect("pending lock").remove(&id);
             return Answer::info("driver-exited", format!("writing to the driver: {e}"));
         }
-        match tokio::time::timeout(ANSWER_TIMEOUT, rx).await {
+        match tokio::time::timeout(bound, rx).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Answer::info("driver-exited", "the driver's output ended".into()),
             Err(_) => {
                 self.pending.lock().expect("pending lock").remove(&id);
                 Answer::info(
                     "driver-timeout",
-                    format!("no answer within {}s", ANSWER_TIMEOUT.as_secs()),
+                    format!("no answer within {}s", bound.as_secs()),
                 )
             }
         }
@@ -243,6 +261,15 @@ mod tests {
             serde_json::from_str(r#"{"type":"fail","error":"RecordTooLargeException"}"#).unwrap();
         assert!(
             matches!(Answer::from_value(fail), Answer::Fail { error, .. } if error == "RecordTooLargeException")
+        );
+        // Other fields of a fail or info answer are kept: a retried commit's calls.
+        let info = serde_json::from_str(
+            r#"{"type":"info","error":"TimeoutException","message":"m","txn_end":{"attempts":3}}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(Answer::from_value(info), Answer::Info { error, details, .. }
+                if error == "TimeoutException" && details["txn_end"]["attempts"] == 3)
         );
         let odd = serde_json::from_str(r#"{"type":"maybe"}"#).unwrap();
         assert!(

@@ -4,15 +4,18 @@
 //! time, and as many clients as calls in flight. The transactional workload names its own
 //! clients (`w0`, `w1`, ...: one per worker, each its own `transactional.id`).
 
+use super::driver::ANSWER_TIMEOUT;
+use super::settings::MAX_BLOCK_MS;
 use super::{Answer, JavaDriver};
 use crate::client::{ClientError, ErrorCause, Fetched, Outcome, Sent};
-use crate::history::{Key, MicroOp, Val};
+use crate::history::{Key, MicroOp, TxnEnd, Val};
 use crate::kafka::KAFKA_NODE;
 use crate::queue::QueueClient;
-use crate::txn::{BoxFuture, Ending, PollOutcome, TxnClient, TxnOutcome};
+use crate::txn::{BoxFuture, Ending, PollOutcome, TxnClient, TxnLimits, TxnOutcome, TxnReply};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The queue and transactional workloads over the Java client.
 pub struct JavaQueueClient {
@@ -106,7 +109,7 @@ impl JavaQueueClient {
         loop {
             match self.driver.call(client, "init", json!({})).await {
                 Answer::Ok(_) => return Ok(()),
-                Answer::Fail { error, message } | Answer::Info { error, message } => {
+                Answer::Fail { error, message, .. } | Answer::Info { error, message, .. } => {
                     if tokio::time::Instant::now() >= deadline {
                         return Err(format!("{error}: {message}"));
                     }
@@ -166,8 +169,8 @@ impl QueueClient for JavaQueueClient {
                 isr_size: None,
                 node: KAFKA_NODE.into(),
             }),
-            Answer::Fail { error, message } => Outcome::Fail(client_error(error, message)),
-            Answer::Info { error, message } => Outcome::Info(client_error(error, message)),
+            Answer::Fail { error, message, .. } => Outcome::Fail(client_error(error, message)),
+            Answer::Info { error, message, .. } => Outcome::Info(client_error(error, message)),
         }
     }
 
@@ -189,7 +192,7 @@ impl QueueClient for JavaQueueClient {
                 })
             }
             // A poll has no effect: whatever went wrong, it is a failure.
-            Answer::Fail { error, message } | Answer::Info { error, message } => {
+            Answer::Fail { error, message, .. } | Answer::Info { error, message, .. } => {
                 Outcome::Fail(client_error(error, message))
             }
         }
@@ -203,14 +206,27 @@ impl TxnClient for JavaQueueClient {
         micro: &'a [MicroOp],
         positions: &'a BTreeMap<Key, u64>,
         ending: Ending,
-        wait_ms: u64,
-    ) -> BoxFuture<'a, TxnOutcome> {
+        limits: TxnLimits,
+    ) -> BoxFuture<'a, TxnReply> {
         Box::pin(async move {
             let invoke: Vec<Value> = micro.iter().map(MicroOp::to_invoke_value).collect();
             let fields = json!({
-                "micro": invoke, "positions": positions, "end": ending.name(), "wait_ms": wait_ms,
+                "micro": invoke, "positions": positions, "end": ending.name(),
+                "wait_ms": limits.poll_max_wait_ms, "end_attempts_max": limits.end_attempts_max,
             });
-            match self.driver.call(client, "txn", fields).await {
+            // Each call of the end after the first may block another max.block.ms.
+            let retries = u64::from(limits.end_attempts_max.saturating_sub(1));
+            let bound = ANSWER_TIMEOUT + Duration::from_millis(retries * MAX_BLOCK_MS);
+            let answer = self.driver.call_within(client, "txn", fields, bound).await;
+            let details = match &answer {
+                Answer::Ok(a) => a,
+                Answer::Fail { details, .. } | Answer::Info { details, .. } => details,
+            };
+            // The driver's account of the calls; one it cannot read is left out, never guessed.
+            let end = details
+                .get("txn_end")
+                .and_then(|v| serde_json::from_value::<TxnEnd>(v.clone()).ok());
+            let outcome = match answer {
                 Answer::Ok(a) => match committed_micro(&a) {
                     Some(micro) => TxnOutcome::Committed {
                         micro,
@@ -223,7 +239,8 @@ impl TxnClient for JavaQueueClient {
                 },
                 Answer::Fail { error, .. } => TxnOutcome::Aborted { error },
                 Answer::Info { error, .. } => TxnOutcome::Unknown { error },
-            }
+            };
+            TxnReply { outcome, end }
         })
     }
 

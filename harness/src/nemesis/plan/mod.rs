@@ -275,6 +275,30 @@ mod tests {
     }
 
     #[test]
+    fn the_kafka_17754_plan_file_cuts_the_clients_longer_than_max_block_ms() {
+        // Not shipped (the faithfulness matrix runs every shipped plan); given by its path.
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/kafka-17754/txn-commit-timeouts.toml"
+        );
+        let plan = FaultPlan::load(path).unwrap();
+        assert_eq!(plan.name, "txn-commit-timeouts");
+        let at = |s: &Step| match s.when {
+            When::At { at_s } => at_s,
+            ref other => panic!("every step is timed: {other:?}"),
+        };
+        let cuts: Vec<f64> = plan
+            .step
+            .windows(2)
+            .filter(|w| w[0].action.name() == "cut-clients")
+            .map(|w| at(&w[1]) - at(&w[0]))
+            .collect();
+        let max_block_s = tidewater_workloads::java::settings::MAX_BLOCK_MS as f64 / 1000.0;
+        assert_eq!(cuts.len(), 4);
+        assert!(cuts.iter().all(|&c| c > max_block_s), "{cuts:?}");
+    }
+
+    #[test]
     fn the_unclean_election_plan_starts_only_the_stale_follower_after_killing_the_isr() {
         let plan = FaultPlan::load("unclean-election").unwrap();
         let actions: Vec<(&str, String)> = plan
