@@ -44,11 +44,14 @@ pub enum Bug {
     TxnReloadForgetsOngoing,
     /// The controller drops a partition's eligible leader replicas whenever it fences a broker.
     ElrClearedOnFence,
+    /// A group coordinator that loads an offsets partition keeps a key's first committed
+    /// offset instead of its last.
+    GroupReloadKeepsFirst,
 }
 
 impl Bug {
     /// Every deliberate bug, in the order of the detection table.
-    pub const ALL: [Bug; 16] = [
+    pub const ALL: [Bug; 17] = [
         Bug::AckBeforeReplication,
         Bug::HwMaxOfIsr,
         Bug::KeepDivergentSuffix,
@@ -65,6 +68,7 @@ impl Bug {
         Bug::IdempotenceDedupeForgotten,
         Bug::TxnReloadForgetsOngoing,
         Bug::ElrClearedOnFence,
+        Bug::GroupReloadKeepsFirst,
     ];
 
     /// The broker setting that switches it on.
@@ -86,6 +90,7 @@ impl Bug {
             Bug::IdempotenceDedupeForgotten => "tidewater.bug.idempotence.dedupe.forgotten.enable",
             Bug::TxnReloadForgetsOngoing => "tidewater.bug.txn.reload.forgets.ongoing.enable",
             Bug::ElrClearedOnFence => "tidewater.bug.elr.cleared.on.fence.enable",
+            Bug::GroupReloadKeepsFirst => "tidewater.bug.group.reload.keeps.first.enable",
         }
     }
 
@@ -115,6 +120,7 @@ impl Bug {
             Bug::IdempotenceDedupeForgotten => "A replica that becomes leader drops the state of every producer without an open transaction (its last batches' sequence numbers), so it takes the producer for a new one and accepts any sequence. Models producer state lost or not rebuilt on a leader change (the producer-state snapshot and loading bugs, e.g. KAFKA-5793 and KAFKA-8710, and sequence dedupe forgotten after a failover): an idempotent producer's retry of a batch the old leader appended and replicated, but did not answer, is appended a second time, a duplicate enable.idempotence=true promises away.",
             Bug::TxnReloadForgetsOngoing => "A transaction coordinator that (re)loads a partition of __transaction_state after a failover takes every transaction it finds Ongoing for Empty, forgetting the partitions it had added. Models coordinator state lost on reload (the hanging-transaction class of KAFKA-12671 and KIP-664: a transaction no coordinator will ever end): the producer's commit is refused, no marker reaches the partitions its records are on, the open transaction holds their last stable offset, and when the producer later writes there again and commits, that marker commits the forgotten records too.",
             Bug::ElrClearedOnFence => "When the controller fences a broker it builds the change of each partition the broker replicates from an empty ELR, so every eligible leader replica the partition had is dropped (only a replica leaving the ISR in that very change may join). Models a fencing path that builds its partition change without the partition's ELR (KIP-966 keeps a replica that left an ISR below min.insync.replicas eligible; fencing takes a broker out of ISRs only, never out of the ELR, as KAFKA-15586's review says; apache/kafka#20716 moved the ELR switch into PartitionChangeBuilder's constructor so that no path builds a change without it): once the followers that left the ISR are fenced, nobody holds the committed records but the leader, and when the leader loses power the controller elects it again as the last known leader on what its disk kept, so acknowledged records are lost although min.insync.replicas=2 promised they survive one power loss.",
+            Bug::GroupReloadKeepsFirst => "A group coordinator that (re)loads a partition of __consumer_offsets after a failover keeps, for each group and topic-partition, the first plain offset commit it reads instead of the last. Models coordinator state rebuilt wrong on load (Kafka's GroupMetadataManager replays the partition so that the latest record of a key wins, as compaction keeps it; apache/kafka#2436, 'consumer offsets not properly loaded on coordinator failover', fixed such a load in 2017; a putIfAbsent where a put belongs is the one-word version): while the coordinator stays put the group's offsets are right, and after it moves the group's committed offsets go back to where it first committed, so its members consume again from there and an offset fetch answers less than a commit acknowledged before.",
         }
     }
 

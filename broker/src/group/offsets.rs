@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::assignor::TopicPartition;
 use super::state::GroupRecord;
+use crate::bugs::{Bug, Bugs};
 use crate::storage::{Record, StampKind, StoredRecord};
 
 /// The internal topic holding committed offsets and group metadata.
@@ -126,6 +127,8 @@ pub struct LoadedGroups {
     pub pending: BTreeMap<String, PendingOffsets>,
     /// Group id -> latest stored generation.
     pub generations: BTreeMap<String, u64>,
+    /// Deliberate bugs of the load (`group.reload.keeps.first`).
+    pub bugs: Bugs,
 }
 
 impl LoadedGroups {
@@ -174,7 +177,13 @@ impl LoadedGroups {
                                 .insert(tp, value);
                         }
                         None => {
-                            self.offsets.entry(group).or_default().insert(tp, value);
+                            let committed = self.offsets.entry(group).or_default();
+                            if self.bugs.on(Bug::GroupReloadKeepsFirst) {
+                                // Deliberate bug: the first commit of a key wins the load.
+                                committed.entry(tp).or_insert(value);
+                            } else {
+                                committed.insert(tp, value);
+                            }
                         }
                     }
                     true
@@ -258,6 +267,36 @@ mod tests {
         assert_eq!(loaded.offsets["g"][&tp].offset, 9);
         assert_eq!(loaded.generations["g"], 3);
         assert_eq!(loaded.group_ids(), ["g", "h"]);
+    }
+
+    #[test]
+    fn a_load_keeps_the_last_commit_unless_the_bug_keeps_the_first() {
+        let tp = TopicPartition::new("t0", 0);
+        let commit = |offset| CommittedOffset {
+            offset,
+            metadata: String::new(),
+            commit_timestamp_ms: 5,
+            record_offset: 0,
+        };
+        let load = |bugs: Bugs| {
+            let mut loaded = LoadedGroups {
+                bugs,
+                ..LoadedGroups::default()
+            };
+            for (at, offset) in [(0, 3), (1, 40), (2, 97)] {
+                assert!(loaded.apply(&stored(at, offset_record("g", &tp, &commit(offset)))));
+            }
+            (loaded.offsets["g"][&tp].offset, loaded.offsets["g"][&tp].record_offset)
+        };
+        assert_eq!(load(Bugs::default()), (97, 2));
+        let mut bugs = Bugs::default();
+        bugs.set(Bug::GroupReloadKeepsFirst, true);
+        let expected = if cfg!(feature = "deliberate-bugs") {
+            (3, 0)
+        } else {
+            (97, 2)
+        };
+        assert_eq!(load(bugs), expected, "the commit the load keeps");
     }
 
     fn stamped(offset: u64, record: Record, producer_id: i64, kind: StampKind) -> StoredRecord {
