@@ -193,8 +193,14 @@ impl LoadedGroups {
             Ok(RecordKey::Group { group }) => {
                 match serde_json::from_slice::<GroupRecord>(&stored.value) {
                     Ok(value) => {
-                        let generation = self.generations.entry(group).or_default();
-                        *generation = (*generation).max(value.generation);
+                        if self.bugs.on(Bug::GroupReloadKeepsFirst) {
+                            // Deliberate bug: the first metadata record of a group wins the
+                            // load, so the generation goes back to the first one stored.
+                            self.generations.entry(group).or_insert(value.generation);
+                        } else {
+                            let generation = self.generations.entry(group).or_default();
+                            *generation = (*generation).max(value.generation);
+                        }
                         true
                     }
                     Err(_) => false,
@@ -270,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn a_load_keeps_the_last_commit_unless_the_bug_keeps_the_first() {
+    fn a_load_keeps_the_last_record_of_a_key_unless_the_bug_keeps_the_first() {
         let tp = TopicPartition::new("t0", 0);
         let commit = |offset| CommittedOffset {
             offset,
@@ -278,25 +284,34 @@ mod tests {
             commit_timestamp_ms: 5,
             record_offset: 0,
         };
+        let meta = |generation| GroupRecord {
+            generation,
+            protocol: "range".into(),
+            leader_id: "c-1".into(),
+            assignment: BTreeMap::new(),
+        };
+        // Commits of 3, 40 and 97 between the group records of generations 2, 5 and 9.
         let load = |bugs: Bugs| {
             let mut loaded = LoadedGroups {
                 bugs,
                 ..LoadedGroups::default()
             };
-            for (at, offset) in [(0, 3), (1, 40), (2, 97)] {
-                assert!(loaded.apply(&stored(at, offset_record("g", &tp, &commit(offset)))));
+            for (at, offset, generation) in [(0, 3, 2), (2, 40, 5), (4, 97, 9)] {
+                assert!(loaded.apply(&stored(at, group_record("g", &meta(generation), 5))));
+                assert!(loaded.apply(&stored(at + 1, offset_record("g", &tp, &commit(offset)))));
             }
-            (loaded.offsets["g"][&tp].offset, loaded.offsets["g"][&tp].record_offset)
+            let committed = &loaded.offsets["g"][&tp];
+            (committed.offset, committed.record_offset, loaded.generations["g"])
         };
-        assert_eq!(load(Bugs::default()), (97, 2));
+        assert_eq!(load(Bugs::default()), (97, 5, 9));
         let mut bugs = Bugs::default();
         bugs.set(Bug::GroupReloadKeepsFirst, true);
         let expected = if cfg!(feature = "deliberate-bugs") {
-            (3, 0)
+            (3, 1, 2)
         } else {
-            (97, 2)
+            (97, 5, 9)
         };
-        assert_eq!(load(bugs), expected, "the commit the load keeps");
+        assert_eq!(load(bugs), expected, "the commit and generation the load keeps");
     }
 
     fn stamped(offset: u64, record: Record, producer_id: i64, kind: StampKind) -> StoredRecord {
