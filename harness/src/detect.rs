@@ -698,6 +698,7 @@ fn write_table(table: &DetectionTable, markdown: &Path, json: &Path) -> std::io:
 Examples:
   tidewater detect --bugs ack.before.replication --plans none --seeds 1 --time-limit 30
   tidewater detect --seeds 3   # every bug and none x random seeds 1..3 and every shipped plan
+  tidewater detect --workload group --plans none --seeds 10   # the group coordinator's bugs
 
 Every run: acks=all, min.insync.replicas=2, unclean.leader.election.enable=false (and
 flush.messages=1 under power-loss-cluster), plus the bug's tidewater.bug.NAME.enable=true. Without --broker-bin the broker is built with the cargo
@@ -1317,7 +1318,10 @@ mod tests {
         assert!(base.command_line().contains(" --workload group"));
         let idempotent = Cli::parse_from(["detect", "--workload", "group", "--idempotence"]).detect;
         let refused = check_detect_flags(&idempotent).unwrap_err();
-        assert!(refused.contains("--idempotence is for the queue workload"), "{refused}");
+        assert!(
+            refused.contains("--idempotence is for the queue workload"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -301,7 +301,11 @@ mod tests {
                 assert!(loaded.apply(&stored(at + 1, offset_record("g", &tp, &commit(offset)))));
             }
             let committed = &loaded.offsets["g"][&tp];
-            (committed.offset, committed.record_offset, loaded.generations["g"])
+            (
+                committed.offset,
+                committed.record_offset,
+                loaded.generations["g"],
+            )
         };
         assert_eq!(load(Bugs::default()), (97, 5, 9));
         let mut bugs = Bugs::default();
@@ -311,7 +315,11 @@ mod tests {
         } else {
             (97, 5, 9)
         };
-        assert_eq!(load(bugs), expected, "the commit and generation the load keeps");
+        assert_eq!(
+            load(bugs),
+            expected,
+            "the commit and generation the load keeps"
+        );
     }
 
     fn stamped(offset: u64, record: Record, producer_id: i64, kind: StampKind) -> StoredRecord {
