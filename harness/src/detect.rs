@@ -34,7 +34,7 @@ pub const FLUSHED_PLANS: [&str; 1] = ["power-loss-cluster"];
 /// The deliberate bugs of `broker/src/bugs.rs` (`Bug::ALL`, short names), the default rows. The
 /// harness reaches the broker only as a process, so the list is repeated here; a name the
 /// broker does not know is refused by its own schema before the first run.
-pub const BUGS: [&str; 9] = [
+pub const BUGS: [&str; 10] = [
     "ack.before.replication",
     "hw.max.of.isr",
     "keep.divergent.suffix",
@@ -44,6 +44,7 @@ pub const BUGS: [&str; 9] = [
     "unclean.election.parse",
     "ignore.min.insync",
     "min.insync.after.append",
+    "recovery.cuts.at.checkpoint",
 ];
 /// The deliberate bugs of the transactional parts (coordinator, markers, last stable offset,
 /// fencing), the default rows of `--workload txn`.
