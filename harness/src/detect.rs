@@ -616,9 +616,20 @@ impl DetectionTable {
         } else {
             format!(" --first-seed {first_seed}")
         };
+        // A table of the unmodified broker alone is `--bugs none`; one without its row was
+        // planned with `--skip-none`.
+        let skip_none = if self.bugs.iter().any(|b| b == NO_BUG) {
+            ""
+        } else {
+            " --skip-none"
+        };
         format!(
-            "tidewater detect{workload_flags} --bugs {} --plans {} --seeds {seeds}{first}{plan_seeds} --time-limit {} --store {}",
-            bugs.join(","),
+            "tidewater detect{workload_flags} --bugs {} --plans {} --seeds {seeds}{first}{plan_seeds}{skip_none} --time-limit {} --store {}",
+            if bugs.is_empty() {
+                NO_BUG.into()
+            } else {
+                bugs.join(",")
+            },
             if plans.is_empty() {
                 "none".into()
             } else {
@@ -1509,6 +1520,18 @@ mod tests {
         assert!(t
             .reproduce_command(Path::new("/s"), " --workload txn")
             .starts_with("tidewater detect --workload txn --bugs "));
+        let mut none_only = table();
+        none_only.bugs.retain(|b| b == NO_BUG);
+        assert_eq!(
+            none_only.reproduce_command(Path::new("/s"), ""),
+            "tidewater detect --bugs none --plans leader-isolation --seeds 2 --time-limit 60 --store /s"
+        );
+        let mut skipped = table();
+        skipped.bugs.retain(|b| b != NO_BUG);
+        assert_eq!(
+            skipped.reproduce_command(Path::new("/s"), ""),
+            "tidewater detect --bugs ack.before.replication,no.epoch.bump --plans leader-isolation --seeds 2 --skip-none --time-limit 60 --store /s"
+        );
     }
 
     #[test]
