@@ -42,11 +42,19 @@ pub enum Bug {
     IdempotenceDedupeForgotten,
     /// A transaction coordinator that loads its partition reads open transactions as empty.
     TxnReloadForgetsOngoing,
+    /// The controller drops a partition's eligible leader replicas whenever it fences a broker.
+    ElrClearedOnFence,
+    /// A group coordinator that loads an offsets partition keeps the first record of a key
+    /// (a committed offset, a group's metadata) instead of the last.
+    GroupReloadKeepsFirst,
+    /// Recovery after an unclean stop cuts the log at the recovery-point checkpoint instead
+    /// of verifying what lies past it.
+    RecoveryCutsAtCheckpoint,
 }
 
 impl Bug {
     /// Every deliberate bug, in the order of the detection table.
-    pub const ALL: [Bug; 15] = [
+    pub const ALL: [Bug; 18] = [
         Bug::AckBeforeReplication,
         Bug::HwMaxOfIsr,
         Bug::KeepDivergentSuffix,
@@ -62,6 +70,9 @@ impl Bug {
         Bug::TxnStaleEpochAccepted,
         Bug::IdempotenceDedupeForgotten,
         Bug::TxnReloadForgetsOngoing,
+        Bug::ElrClearedOnFence,
+        Bug::GroupReloadKeepsFirst,
+        Bug::RecoveryCutsAtCheckpoint,
     ];
 
     /// The broker setting that switches it on.
@@ -82,6 +93,9 @@ impl Bug {
             Bug::TxnStaleEpochAccepted => "tidewater.bug.txn.stale.epoch.accepted.enable",
             Bug::IdempotenceDedupeForgotten => "tidewater.bug.idempotence.dedupe.forgotten.enable",
             Bug::TxnReloadForgetsOngoing => "tidewater.bug.txn.reload.forgets.ongoing.enable",
+            Bug::ElrClearedOnFence => "tidewater.bug.elr.cleared.on.fence.enable",
+            Bug::GroupReloadKeepsFirst => "tidewater.bug.group.reload.keeps.first.enable",
+            Bug::RecoveryCutsAtCheckpoint => "tidewater.bug.recovery.cuts.at.checkpoint.enable",
         }
     }
 
@@ -110,6 +124,9 @@ impl Bug {
             Bug::TxnStaleEpochAccepted => "A transactional produce carrying a producer epoch older than the producer's current one is appended instead of refused with INVALID_PRODUCER_EPOCH. Models a zombie producer that fencing does not stop (the class KIP-98's epochs and KIP-588 exist for): a producer fenced by a newer instance of its transactional id still writes into the partition.",
             Bug::IdempotenceDedupeForgotten => "A replica that becomes leader drops the state of every producer without an open transaction (its last batches' sequence numbers), so it takes the producer for a new one and accepts any sequence. Models producer state lost or not rebuilt on a leader change (the producer-state snapshot and loading bugs, e.g. KAFKA-5793 and KAFKA-8710, and sequence dedupe forgotten after a failover): an idempotent producer's retry of a batch the old leader appended and replicated, but did not answer, is appended a second time, a duplicate enable.idempotence=true promises away.",
             Bug::TxnReloadForgetsOngoing => "A transaction coordinator that (re)loads a partition of __transaction_state after a failover takes every transaction it finds Ongoing for Empty, forgetting the partitions it had added. Models coordinator state lost on reload (the hanging-transaction class of KAFKA-12671 and KIP-664: a transaction no coordinator will ever end): the producer's commit is refused, no marker reaches the partitions its records are on, the open transaction holds their last stable offset, and when the producer later writes there again and commits, that marker commits the forgotten records too.",
+            Bug::ElrClearedOnFence => "When the controller fences a broker it builds the change of each partition the broker replicates from an empty ELR, so every eligible leader replica the partition had is dropped (only a replica leaving the ISR in that very change may join). Models a fencing path that builds its partition change without the partition's ELR (KIP-966 keeps a replica that left an ISR below min.insync.replicas eligible; fencing takes a broker out of ISRs only, never out of the ELR, as KAFKA-15586's review says; apache/kafka#20716 moved the ELR switch into PartitionChangeBuilder's constructor so that no path builds a change without it): once the followers that left the ISR are fenced, nobody holds the committed records but the leader, and when the leader loses power the controller elects it again as the last known leader on what its disk kept, so acknowledged records are lost although min.insync.replicas=2 promised they survive one power loss.",
+            Bug::GroupReloadKeepsFirst => "A group coordinator that (re)loads a partition of __consumer_offsets after a failover keeps the first record it reads of each key instead of the last: a group's first plain offset commit of each topic-partition, and the group's first metadata record, hence its first stored generation. Models coordinator state rebuilt wrong on load (Kafka's GroupMetadataManager replays the partition so that the latest record of a key wins, as compaction keeps it; apache/kafka#2436, 'consumer offsets not properly loaded on coordinator failover', fixed such a load in 2017; a putIfAbsent where a put belongs is the one-word version): while the coordinator stays put the group is right; after it moves, the group's committed offsets go back to its first commits and its generation to the first one stored, so the coordinator hands out generation numbers it has handed out before, and two members own one partition in one generation (the generation no longer fences the old members' commits).",
+            Bug::RecoveryCutsAtCheckpoint => "A log that opens after an unclean stop (kill -9, a crash, a power cut) cuts itself at its recovery-point checkpoint, discarding every record past it, instead of verifying those records batch by batch and cutting only at the first torn or corrupt one. Models storage recovery that takes a checkpoint for the end of the durable log (Kafka's LogLoader recovers the segments past the recovery point and keeps every valid batch; the checkpoint itself is written only every log.flush.offset.checkpoint.interval.ms, so it lags what was fsynced): with flush.messages=1 every acknowledged record was on disk, yet after a power cut of every broker each one comes back without what its last checkpoint had not caught up with, and the acknowledged records are gone from every replica.",
         }
     }
 
@@ -126,7 +143,7 @@ impl Bug {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Bugs {
     /// Bit `i` set: `Bug::ALL[i]` is on.
-    enabled: u16,
+    enabled: u32,
 }
 
 impl Bugs {
@@ -144,7 +161,7 @@ impl Bugs {
         }
     }
 
-    fn bit(bug: Bug) -> u16 {
+    fn bit(bug: Bug) -> u32 {
         let index = Bug::ALL
             .iter()
             .position(|b| *b == bug)

@@ -730,6 +730,7 @@ impl Config {
             index_interval_bytes: self.log_index_interval_bytes,
             max_message_bytes: self.message_max_bytes,
             follower_appends_uncounted: self.bugs.on(crate::bugs::Bug::FollowerFlushUncounted),
+            recovery_cuts_at_checkpoint: self.bugs.on(crate::bugs::Bug::RecoveryCutsAtCheckpoint),
         }
     }
 
@@ -893,6 +894,7 @@ impl TopicConfig {
                 .unwrap_or(base.index_interval_bytes),
             max_message_bytes: self.max_message_bytes.unwrap_or(base.max_message_bytes),
             follower_appends_uncounted: base.follower_appends_uncounted,
+            recovery_cuts_at_checkpoint: base.recovery_cuts_at_checkpoint,
         }
     }
 

@@ -34,7 +34,7 @@ pub const FLUSHED_PLANS: [&str; 1] = ["power-loss-cluster"];
 /// The deliberate bugs of `broker/src/bugs.rs` (`Bug::ALL`, short names), the default rows. The
 /// harness reaches the broker only as a process, so the list is repeated here; a name the
 /// broker does not know is refused by its own schema before the first run.
-pub const BUGS: [&str; 9] = [
+pub const BUGS: [&str; 10] = [
     "ack.before.replication",
     "hw.max.of.isr",
     "keep.divergent.suffix",
@@ -44,6 +44,7 @@ pub const BUGS: [&str; 9] = [
     "unclean.election.parse",
     "ignore.min.insync",
     "min.insync.after.append",
+    "recovery.cuts.at.checkpoint",
 ];
 /// The deliberate bugs of the transactional parts (coordinator, markers, last stable offset,
 /// fencing), the default rows of `--workload txn`.
@@ -55,6 +56,8 @@ pub const TXN_BUGS: [&str; 4] = [
 ];
 /// The deliberate bugs of idempotent producers, the default rows of `--idempotence`.
 pub const IDEMPOTENCE_BUGS: [&str; 1] = ["idempotence.dedupe.forgotten"];
+/// The deliberate bugs of the group coordinator, the default rows of `--workload group`.
+pub const GROUP_BUGS: [&str; 1] = ["group.reload.keeps.first"];
 /// Runs per benchmark at most (each costs a full run of about a minute and a half).
 pub const RUNS_MAX: usize = 2000;
 
@@ -613,9 +616,20 @@ impl DetectionTable {
         } else {
             format!(" --first-seed {first_seed}")
         };
+        // A table of the unmodified broker alone is `--bugs none`; one without its row was
+        // planned with `--skip-none`.
+        let skip_none = if self.bugs.iter().any(|b| b == NO_BUG) {
+            ""
+        } else {
+            " --skip-none"
+        };
         format!(
-            "tidewater detect{workload_flags} --bugs {} --plans {} --seeds {seeds}{first}{plan_seeds} --time-limit {} --store {}",
-            bugs.join(","),
+            "tidewater detect{workload_flags} --bugs {} --plans {} --seeds {seeds}{first}{plan_seeds}{skip_none} --time-limit {} --store {}",
+            if bugs.is_empty() {
+                NO_BUG.into()
+            } else {
+                bugs.join(",")
+            },
             if plans.is_empty() {
                 "none".into()
             } else {
@@ -696,6 +710,7 @@ fn write_table(table: &DetectionTable, markdown: &Path, json: &Path) -> std::io:
 Examples:
   tidewater detect --bugs ack.before.replication --plans none --seeds 1 --time-limit 30
   tidewater detect --seeds 3   # every bug and none x random seeds 1..3 and every shipped plan
+  tidewater detect --workload group --plans none --seeds 10   # the group coordinator's bugs
 
 Every run: acks=all, min.insync.replicas=2, unclean.leader.election.enable=false (and
 flush.messages=1 under power-loss-cluster), plus the bug's tidewater.bug.NAME.enable=true. Without --broker-bin the broker is built with the cargo
@@ -753,9 +768,11 @@ pub struct DetectArgs {
     /// Seconds between the random schedule's faults, instead of the default.
     #[arg(long, value_name = "SECS")]
     pub nemesis_interval: Option<f64>,
-    /// The workload of every run: queue (the default run's) or txn (transactions over Kafka's
-    /// Java client; `--bugs all` then means the transactional bugs).
-    #[arg(long, value_name = "NAME", default_value = "queue", value_parser = ["queue", "txn"])]
+    /// The workload of every run: queue (the default run's), txn (transactions over Kafka's
+    /// Java client; `--bugs all` then means the transactional bugs) or group (consumer groups
+    /// over HTTP, as `tidewater run --workload group`; `--bugs all` then means the group
+    /// coordinator's bugs).
+    #[arg(long, value_name = "NAME", default_value = "queue", value_parser = ["queue", "txn", "group"])]
     pub workload: String,
     /// The queue workload with idempotent producers (enable.idempotence=true over Kafka's
     /// Java client, where a duplicate is a violation); `--bugs all` then means the
@@ -828,6 +845,13 @@ fn check_detect_flags(args: &DetectArgs) -> Result<(), String> {
         return Err(
             "--idempotence is for the queue workload: the txn workload's producers are \
              transactional, hence idempotent, already"
+                .into(),
+        );
+    }
+    if args.idempotence && args.workload == "group" {
+        return Err(
+            "--idempotence is for the queue workload: the group workload's members run over \
+             HTTP, which has no idempotent producer"
                 .into(),
         );
     }
@@ -1037,10 +1061,13 @@ fn outcome_of_run(code: i32, dir: Option<crate::store::RunDir>, wall_s: f64) -> 
 
 /// The run every cell starts from: `tidewater run`'s default, with the workload (and for
 /// `txn` the Java client of transactional producers, for `--idempotence` the Java client of
-/// idempotent ones) and the tuning flags given.
+/// idempotent ones; `group` keeps the HTTP client, as `tidewater run --workload group` does)
+/// and the tuning flags given.
 fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
     let mut base = default_config("detect");
-    if args.workload == "txn" {
+    if args.workload == "group" {
+        base.workload = "group".into();
+    } else if args.workload == "txn" {
         base.workload = "txn".into();
         base.client = "java".into();
         base.java_client = Some(tidewater_workloads::java::ClientConfigs::for_run(
@@ -1069,6 +1096,8 @@ fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
 fn workload_flags(args: &DetectArgs) -> &'static str {
     if args.workload == "txn" {
         " --workload txn"
+    } else if args.workload == "group" {
+        " --workload group"
     } else if args.idempotence {
         " --idempotence"
     } else {
@@ -1076,11 +1105,14 @@ fn workload_flags(args: &DetectArgs) -> &'static str {
     }
 }
 
-/// The bugs `--bugs all` means for the workload: the transactional ones for `txn`, the
-/// idempotence ones for the queue workload with `--idempotence`.
+/// The bugs `--bugs all` means for the workload: the transactional ones for `txn`, the group
+/// coordinator's for `group`, the idempotence ones for the queue workload with
+/// `--idempotence`.
 fn default_bugs(args: &DetectArgs) -> Vec<String> {
     let names: &[&str] = if args.workload == "txn" {
         &TXN_BUGS
+    } else if args.workload == "group" {
+        &GROUP_BUGS
     } else if args.idempotence {
         &IDEMPOTENCE_BUGS
     } else {
@@ -1272,7 +1304,36 @@ mod tests {
         // What the runs get: the command line of a cell's run says so too.
         assert!(base.idempotence);
         assert!(base.command_line().contains(" --idempotence"));
-        assert!(Cli::try_parse_from(["detect", "--workload", "group"]).is_err());
+        assert!(Cli::try_parse_from(["detect", "--workload", "stream"]).is_err());
+    }
+
+    #[test]
+    fn the_group_workload_runs_the_group_bugs_over_http() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            detect: DetectArgs,
+        }
+        let group = Cli::parse_from(["detect", "--workload", "group", "--seeds", "10"]).detect;
+        assert_eq!(default_bugs(&group), GROUP_BUGS);
+        assert_eq!(workload_flags(&group), " --workload group");
+        check_detect_flags(&group).unwrap();
+        let base = base_config(&group);
+        assert_eq!(
+            (base.workload.as_str(), base.client.as_str()),
+            ("group", "http")
+        );
+        assert!(base.java_client.is_none());
+        base.validate().unwrap();
+        // A cell's run gets the workload: its command line says so.
+        assert!(base.command_line().contains(" --workload group"));
+        let idempotent = Cli::parse_from(["detect", "--workload", "group", "--idempotence"]).detect;
+        let refused = check_detect_flags(&idempotent).unwrap_err();
+        assert!(
+            refused.contains("--idempotence is for the queue workload"),
+            "{refused}"
+        );
     }
 
     #[test]
@@ -1459,6 +1520,18 @@ mod tests {
         assert!(t
             .reproduce_command(Path::new("/s"), " --workload txn")
             .starts_with("tidewater detect --workload txn --bugs "));
+        let mut none_only = table();
+        none_only.bugs.retain(|b| b == NO_BUG);
+        assert_eq!(
+            none_only.reproduce_command(Path::new("/s"), ""),
+            "tidewater detect --bugs none --plans leader-isolation --seeds 2 --time-limit 60 --store /s"
+        );
+        let mut skipped = table();
+        skipped.bugs.retain(|b| b != NO_BUG);
+        assert_eq!(
+            skipped.reproduce_command(Path::new("/s"), ""),
+            "tidewater detect --bugs ack.before.replication,no.epoch.bump --plans leader-isolation --seeds 2 --skip-none --time-limit 60 --store /s"
+        );
     }
 
     #[test]

@@ -531,7 +531,18 @@ impl ControllerState {
                     .filter(|&r| r != broker_id)
                     .collect();
                 let removed = unclean_shutdown.then_some(broker_id);
-                change_partition(partition, target_isr, removed, &live, &rules);
+                let elr_dropped = !unclean_shutdown
+                    && rules.bugs.on(Bug::ElrClearedOnFence)
+                    && !partition.elr.is_empty();
+                if elr_dropped {
+                    // Deliberate bug: the fencing change starts from an empty ELR, so the
+                    // replicas that stayed eligible are no longer (KIP-966 keeps them).
+                    partition.elr.clear();
+                }
+                let changed = change_partition(partition, target_isr, removed, &live, &rules);
+                if elr_dropped && !changed {
+                    partition.partition_epoch += 1;
+                }
             }
         }
     }
@@ -1248,6 +1259,47 @@ mod tests {
         );
         // It may rejoin the ISR once caught up, like any follower.
         assert_eq!(alter(&mut c, 2, vec![1, 2]).unwrap().elr, Vec::<u32>::new());
+    }
+
+    /// power-loss-leader with min ISR 2 on a controller with `bugs`: the leader shrinks the
+    /// ISR to itself, the followers are fenced, the leader loses power and its session
+    /// expires after the followers came back, then it boots without a clean-shutdown marker.
+    /// The partition after the fencing of the followers, after the leader's, and after its
+    /// reboot.
+    fn lone_leader_power_loss(bugs: Bugs) -> [PartitionMetadata; 3] {
+        let mut c = elr_cluster(2, false);
+        c.config.bugs = bugs;
+        alter(&mut c, 1, vec![1]).unwrap();
+        advance(&mut c, &[1], SESSION_MS + 1);
+        let followers_fenced = part(&c);
+        advance(&mut c, &[2, 3], SESSION_MS + 2);
+        advance(&mut c, &[2, 3], 2 * SESSION_MS + 2);
+        let leader_fenced = part(&c);
+        restart(&mut c, 1, false, 2 * SESSION_MS + 3);
+        [followers_fenced, leader_fenced, part(&c)]
+    }
+
+    #[test]
+    fn fencing_keeps_the_elr_unless_the_bug_drops_it() {
+        let summary = |p: &PartitionMetadata| (p.leader, p.isr.clone(), p.elr.clone());
+        let [fenced, lost, rebooted] = lone_leader_power_loss(Bugs::default());
+        assert_eq!(summary(&fenced), (Some(1), vec![1], vec![2, 3]));
+        assert_eq!(summary(&lost), (Some(2), vec![2], vec![1, 3]));
+        assert_eq!(summary(&rebooted), (Some(2), vec![2], vec![3]));
+        let mut bugs = Bugs::default();
+        bugs.set(Bug::ElrClearedOnFence, true);
+        let [fenced, lost, rebooted] = lone_leader_power_loss(bugs);
+        if cfg!(feature = "deliberate-bugs") {
+            // Fencing the followers dropped them from the ELR: when the leader goes, nobody
+            // but it is eligible, so the partition waits for it and it leads again on what
+            // its disk kept (the last known leader).
+            assert_eq!(summary(&fenced), (Some(1), vec![1], vec![]));
+            assert_eq!(summary(&lost), (None, vec![], vec![1]));
+            assert_eq!(lost.last_known_leader, Some(1));
+            assert_eq!(summary(&rebooted), (Some(1), vec![1], vec![]));
+        } else {
+            assert_eq!(summary(&rebooted), (Some(2), vec![2], vec![3]));
+        }
     }
 
     #[test]

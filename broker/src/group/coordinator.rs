@@ -784,7 +784,10 @@ impl GroupCoordinator {
 
     /// Reads the partition from its log start to its HW.
     fn read_partition(&self, partition: u32) -> Result<LoadedGroups, GroupError> {
-        let mut loaded = LoadedGroups::default();
+        let mut loaded = LoadedGroups {
+            bugs: self.broker.config.bugs,
+            ..LoadedGroups::default()
+        };
         self.topic()
             .read_all(&self.broker, partition, |record| {
                 if !loaded.apply(record) {

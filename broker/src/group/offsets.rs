@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::assignor::TopicPartition;
 use super::state::GroupRecord;
+use crate::bugs::{Bug, Bugs};
 use crate::storage::{Record, StampKind, StoredRecord};
 
 /// The internal topic holding committed offsets and group metadata.
@@ -126,6 +127,8 @@ pub struct LoadedGroups {
     pub pending: BTreeMap<String, PendingOffsets>,
     /// Group id -> latest stored generation.
     pub generations: BTreeMap<String, u64>,
+    /// Deliberate bugs of the load (`group.reload.keeps.first`).
+    pub bugs: Bugs,
 }
 
 impl LoadedGroups {
@@ -174,7 +177,13 @@ impl LoadedGroups {
                                 .insert(tp, value);
                         }
                         None => {
-                            self.offsets.entry(group).or_default().insert(tp, value);
+                            let committed = self.offsets.entry(group).or_default();
+                            if self.bugs.on(Bug::GroupReloadKeepsFirst) {
+                                // Deliberate bug: the first commit of a key wins the load.
+                                committed.entry(tp).or_insert(value);
+                            } else {
+                                committed.insert(tp, value);
+                            }
                         }
                     }
                     true
@@ -184,8 +193,14 @@ impl LoadedGroups {
             Ok(RecordKey::Group { group }) => {
                 match serde_json::from_slice::<GroupRecord>(&stored.value) {
                     Ok(value) => {
-                        let generation = self.generations.entry(group).or_default();
-                        *generation = (*generation).max(value.generation);
+                        if self.bugs.on(Bug::GroupReloadKeepsFirst) {
+                            // Deliberate bug: the first metadata record of a group wins the
+                            // load, so the generation goes back to the first one stored.
+                            self.generations.entry(group).or_insert(value.generation);
+                        } else {
+                            let generation = self.generations.entry(group).or_default();
+                            *generation = (*generation).max(value.generation);
+                        }
                         true
                     }
                     Err(_) => false,
@@ -258,6 +273,53 @@ mod tests {
         assert_eq!(loaded.offsets["g"][&tp].offset, 9);
         assert_eq!(loaded.generations["g"], 3);
         assert_eq!(loaded.group_ids(), ["g", "h"]);
+    }
+
+    #[test]
+    fn a_load_keeps_the_last_record_of_a_key_unless_the_bug_keeps_the_first() {
+        let tp = TopicPartition::new("t0", 0);
+        let commit = |offset| CommittedOffset {
+            offset,
+            metadata: String::new(),
+            commit_timestamp_ms: 5,
+            record_offset: 0,
+        };
+        let meta = |generation| GroupRecord {
+            generation,
+            protocol: "range".into(),
+            leader_id: "c-1".into(),
+            assignment: BTreeMap::new(),
+        };
+        // Commits of 3, 40 and 97 between the group records of generations 2, 5 and 9.
+        let load = |bugs: Bugs| {
+            let mut loaded = LoadedGroups {
+                bugs,
+                ..LoadedGroups::default()
+            };
+            for (at, offset, generation) in [(0, 3, 2), (2, 40, 5), (4, 97, 9)] {
+                assert!(loaded.apply(&stored(at, group_record("g", &meta(generation), 5))));
+                assert!(loaded.apply(&stored(at + 1, offset_record("g", &tp, &commit(offset)))));
+            }
+            let committed = &loaded.offsets["g"][&tp];
+            (
+                committed.offset,
+                committed.record_offset,
+                loaded.generations["g"],
+            )
+        };
+        assert_eq!(load(Bugs::default()), (97, 5, 9));
+        let mut bugs = Bugs::default();
+        bugs.set(Bug::GroupReloadKeepsFirst, true);
+        let expected = if cfg!(feature = "deliberate-bugs") {
+            (3, 1, 2)
+        } else {
+            (97, 5, 9)
+        };
+        assert_eq!(
+            load(bugs),
+            expected,
+            "the commit and generation the load keeps"
+        );
     }
 
     fn stamped(offset: u64, record: Record, producer_id: i64, kind: StampKind) -> StoredRecord {

@@ -145,6 +145,11 @@ impl Log {
         if log.epochs.entries() != loaded_epochs.as_slice() || !epochs_trusted {
             log.epochs.save()?;
         }
+        if log.config.recovery_cuts_at_checkpoint && recovery_point < log.log_end_offset {
+            // Deliberate bug: the records past the checkpoint were verified above and are
+            // valid (with flush.messages=1, fsynced), yet they are thrown away.
+            log.truncate_to_inner(recovery_point.max(log.log_start_offset))?;
+        }
         Ok(log)
     }
 
@@ -1704,6 +1709,33 @@ mod tests {
             values(&log.read(9, usize::MAX, u64::MAX).unwrap()),
             vec![(9, "new".into())]
         );
+    }
+
+    #[test]
+    fn recovery_keeps_the_verified_tail_unless_the_bug_cuts_at_the_checkpoint() {
+        let flushed = LogConfig {
+            flush_messages: 1,
+            ..LogConfig::default()
+        };
+        // Four records checkpointed by a flush, six more fsynced one by one (flush.messages=1
+        // moves the recovery point in memory only), then a stop without a clean close.
+        let recover = |config: LogConfig| {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = Log::open(dir.path(), flushed.clone()).unwrap();
+            fill(&mut log, 4, 0);
+            log.flush().unwrap();
+            fill(&mut log, 6, 0);
+            assert_eq!(log.recovery_point, 10, "every append was fsynced");
+            drop(log);
+            let log = Log::open(dir.path(), config).unwrap();
+            (log.log_end_offset(), read_all(&log))
+        };
+        assert_eq!(recover(flushed.clone()), (10, expected(0..10)));
+        let cut = LogConfig {
+            recovery_cuts_at_checkpoint: true,
+            ..flushed
+        };
+        assert_eq!(recover(cut), (4, expected(0..4)));
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub struct LogConfig {
     /// Deliberate bug `follower.flush.uncounted` (`crate::bugs`): records a follower appends
     /// do not count toward `flush.messages`. Set only from `Bugs::on`, false otherwise.
     pub follower_appends_uncounted: bool,
+    /// Deliberate bug `recovery.cuts.at.checkpoint` (`crate::bugs`): opening the log cuts it
+    /// at the recovery-point checkpoint. Set only from `Bugs::on`, false otherwise.
+    pub recovery_cuts_at_checkpoint: bool,
 }
 
 impl Default for LogConfig {
@@ -70,6 +73,7 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             max_message_bytes: 1024 * 1024 + 12,
             follower_appends_uncounted: false,
+            recovery_cuts_at_checkpoint: false,
         }
     }
 }
