@@ -244,21 +244,29 @@ mod tests {
         StoredRecord::at(offset, record)
     }
 
-    #[test]
-    fn later_records_win_and_foreign_records_are_skipped() {
-        let tp = TopicPartition::new("t0", 1);
-        let commit = |offset| CommittedOffset {
+    /// A plain commit of `offset`.
+    fn commit(offset: u64) -> CommittedOffset {
+        CommittedOffset {
             offset,
             metadata: String::new(),
             commit_timestamp_ms: 5,
             record_offset: 0,
-        };
-        let meta = |generation| GroupRecord {
+        }
+    }
+
+    /// The group's metadata of `generation`, led by `c-1`.
+    fn meta(generation: u64) -> GroupRecord {
+        GroupRecord {
             generation,
             protocol: "range".into(),
             leader_id: "c-1".into(),
             assignment: BTreeMap::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn later_records_win_and_foreign_records_are_skipped() {
+        let tp = TopicPartition::new("t0", 1);
         let mut loaded = LoadedGroups::default();
         assert!(loaded.apply(&stored(0, offset_record("g", &tp, &commit(7)))));
         assert!(loaded.apply(&stored(1, group_record("g", &meta(3), 5))));
@@ -278,18 +286,6 @@ mod tests {
     #[test]
     fn a_load_keeps_the_last_record_of_a_key_unless_the_bug_keeps_the_first() {
         let tp = TopicPartition::new("t0", 0);
-        let commit = |offset| CommittedOffset {
-            offset,
-            metadata: String::new(),
-            commit_timestamp_ms: 5,
-            record_offset: 0,
-        };
-        let meta = |generation| GroupRecord {
-            generation,
-            protocol: "range".into(),
-            leader_id: "c-1".into(),
-            assignment: BTreeMap::new(),
-        };
         // Commits of 3, 40 and 97 between the group records of generations 2, 5 and 9.
         let load = |bugs: Bugs| {
             let mut loaded = LoadedGroups {
