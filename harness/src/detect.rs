@@ -368,6 +368,11 @@ pub struct DetectionTable {
     pub columns: Vec<Column>,
     /// The time limit of every run, in seconds.
     pub time_limit_s: u64,
+    /// The flags that chose every run's workload (` --workload txn`, ` --idempotence`, or
+    /// empty for the queue workload of `tidewater run`), said in the table's header; `None`
+    /// in tables written before it existed (their workload is not known).
+    #[serde(default)]
+    pub workload_flags: Option<String>,
     /// Results so far, keyed by (bug, column label).
     pub results: Vec<(Cell, CellOutcome)>,
 }
@@ -397,6 +402,7 @@ impl DetectionTable {
             bugs: rows,
             columns,
             time_limit_s,
+            workload_flags: Some(String::new()),
             results: Vec::new(),
         }
     }
@@ -525,6 +531,14 @@ impl DetectionTable {
     /// The markdown table: a row per bug, a column per plan/seed, then the summary lines.
     pub fn render_markdown(&self) -> String {
         let mut out = String::new();
+        let workload = match self.workload_flags.as_deref().map(str::trim) {
+            None => None,
+            Some("") => Some("the queue workload of `tidewater run`".to_string()),
+            Some(flags) => Some(format!("`{flags}`")),
+        };
+        if let Some(workload) = workload {
+            out.push_str(&format!("Workload of every run: {workload}. "));
+        }
         out.push_str(&format!(
             "Settings of every run: acks=all, min.insync.replicas=2, unclean.leader.election.enable=false, --time-limit {}; \
              `power-loss-cluster` also flush.messages=1 (a power cut of every broker takes unsynced writes from a correct broker too). \
@@ -1131,11 +1145,47 @@ pub(crate) fn detect_command(args: &DetectArgs) -> i32 {
     let plans = name_list(&args.plans, &shipped_plans());
     let mut table =
         DetectionTable::plan(&bugs, &plans, args.seeds, args.plan_seeds, args.time_limit);
+    table.workload_flags = Some(workload_flags(args).to_string());
     for column in table.columns.iter_mut().filter(|c| c.plan.is_none()) {
         column.seed += args.first_seed.saturating_sub(1);
     }
     if args.skip_none {
         table.bugs.retain(|b| b != NO_BUG);
+    }
+    let markdown = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.store.join("detect").join("detection.md"));
+    let json = markdown.with_extension("json");
+    // A table already at --out (an interrupted benchmark) is resumed: its runs are kept.
+    if let Ok(text) = std::fs::read_to_string(&json) {
+        match serde_json::from_str::<DetectionTable>(&text) {
+            // Runs of another workload are not this table's: refused before anything runs,
+            // and the earlier table is left as it is.
+            Ok(earlier)
+                if earlier
+                    .workload_flags
+                    .as_ref()
+                    .is_some_and(|f| Some(f) != table.workload_flags.as_ref()) =>
+            {
+                eprintln!(
+                    "tidewater: detect: {} holds a table of another workload ({:?}, this one {:?}); \
+                     give another --out",
+                    json.display(),
+                    earlier.workload_flags.unwrap_or_default().trim(),
+                    workload_flags(args).trim()
+                );
+                return EXIT_SETUP;
+            }
+            Ok(earlier) => table.resume_from(&earlier),
+            Err(e) => {
+                eprintln!(
+                    "tidewater: detect: {} is not a detection table: {e}",
+                    json.display()
+                );
+                return EXIT_SETUP;
+            }
+        }
     }
     let subnets = match worker_subnets(args) {
         Ok(subnets) => subnets,
@@ -1187,24 +1237,6 @@ pub(crate) fn detect_command(args: &DetectArgs) -> i32 {
     let Some(runtime) = new_runtime() else {
         return EXIT_HARNESS;
     };
-    let markdown = args
-        .out
-        .clone()
-        .unwrap_or_else(|| args.store.join("detect").join("detection.md"));
-    let json = markdown.with_extension("json");
-    // A table already at --out (an interrupted benchmark) is resumed: its runs are kept.
-    if let Ok(text) = std::fs::read_to_string(&json) {
-        match serde_json::from_str::<DetectionTable>(&text) {
-            Ok(earlier) => table.resume_from(&earlier),
-            Err(e) => {
-                eprintln!(
-                    "tidewater: detect: {} is not a detection table: {e}",
-                    json.display()
-                );
-                return EXIT_SETUP;
-            }
-        }
-    }
     let result = run_detection(table, &markdown, &json, args.jobs, |cell, worker| {
         let (_, config) = configs
             .iter()
@@ -1421,6 +1453,12 @@ mod tests {
             },
         ));
         let md = t.render_markdown();
+        assert!(md.starts_with("Workload of every run: the queue workload of `tidewater run`."));
+        let mut txn = t.clone();
+        txn.workload_flags = Some(" --workload txn".into());
+        assert!(txn
+            .render_markdown()
+            .starts_with("Workload of every run: `--workload txn`."));
         assert!(md.contains("| bug | random/s1 | random/s2 | leader-isolation/s1 | caught |"));
         assert!(md.contains(
             "| `ack.before.replication` | **CAUGHT** lost-write 3, unseen 2 (lost 5) |  |  | 1/1 |"
@@ -1710,6 +1748,8 @@ mod tests {
             {"outcome":"checked","valid":"valid","anomalies":{},"lost":0,"run_dir":"store/x"}]]}"#;
         let t: DetectionTable = serde_json::from_str(old).unwrap();
         assert_eq!(t.results[0].1.wall_s(), None);
+        assert_eq!(t.workload_flags, None);
+        assert!(t.render_markdown().starts_with("Settings of every run"));
         assert!(t.render_rates().contains("| `none` | random | 0/1 |"));
     }
 

@@ -300,6 +300,30 @@ fn detect_and_serve_refuse_bad_numbers_before_building_or_binding_anything() {
     let out = detect(&["--workload", "txn", "--idempotence"]);
     assert_refused(&out, "--idempotence is for the queue workload");
     store.assert_untouched(&out);
+    // A table of another workload at --out is not resumed into this one, nor overwritten.
+    let tables = tempfile::tempdir().unwrap();
+    let json = tables.path().join("detection.json");
+    let txn_table = r#"{"bugs":["none"],"columns":[{"plan":null,"seed":1}],"time_limit_s":60,
+        "workload_flags":" --workload txn","results":[]}"#;
+    std::fs::write(&json, txn_table).unwrap();
+    let md = tables.path().join("detection.md");
+    let out = detect(&[
+        "--bugs",
+        "none",
+        "--plans",
+        "none",
+        "--seeds",
+        "1",
+        "--out",
+        md.to_str().unwrap(),
+    ]);
+    assert_refused(
+        &out,
+        "holds a table of another workload (\"--workload txn\", this one \"\")",
+    );
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), txn_table);
+    assert!(!md.exists());
+    store.assert_untouched(&out);
     let out = tidewater(&[
         "serve",
         "--store",
