@@ -50,6 +50,7 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.InterruptException;
 import org.apache.kafka.common.errors.InvalidTopicException;
+import org.apache.kafka.common.errors.InvalidTxnStateException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.SerializationException;
@@ -401,8 +402,9 @@ public final class TidewaterDriver {
      *  micro-op a successor producer of the same transactional.id is initialised, and this
      *  one goes on with the rest and asks to commit). Answers ok (committed) with the
      *  micro-ops completed, fail (aborted, or never committed: this producer sent no
-     *  EndTxn(COMMIT), or its successor's initialisation aborted it) with the error, or info
-     *  (the commit was sent and its outcome is unknown). With "end_attempts_max" > 1 the
+     *  EndTxn(COMMIT), its successor's initialisation aborted it, or the coordinator
+     *  refused the commit) with the error, or info (the commit was sent and its outcome is
+     *  unknown). With "end_attempts_max" > 1 the
      *  commit or abort is called again after a TimeoutException, on the same producer, up to
      *  that many calls in all ({@link #endWithRetries}); the answer's "txn_end" says how many
      *  calls were made and what the failed ones threw. */
@@ -467,12 +469,26 @@ public final class TidewaterDriver {
         try {
             producer.commitTransaction();
         } catch (RuntimeException e) {
-            // The EndTxn(COMMIT) may have reached the coordinator: unknown. A new producer of
-            // the same transactional.id will fence this one and finish the transaction.
+            // The EndTxn(COMMIT) may have reached the coordinator: unknown, unless the
+            // coordinator refused it (commitRefused). A new producer of the same
+            // transactional.id will fence this one and finish the transaction.
             client.dropTxnProducer();
-            return failure(0, "info", name(e), String.valueOf(e.getMessage()));
+            return failure(0, commitRefused(e) ? "fail" : "info", name(e), String.valueOf(e.getMessage()));
         }
         return committed(done, positions);
+    }
+
+    /** True when a commitTransaction that threw `e` certainly committed nothing: the
+     *  coordinator answered EndTxn(COMMIT) with INVALID_TXN_STATE (the client's
+     *  InvalidTxnStateException, fatal), so the transaction was not Ongoing there. A refusal
+     *  stores nothing, and no earlier EndTxn of this transaction can have committed it: a
+     *  coordinator that completed the commit answers a retry with success (CompleteCommit),
+     *  one still writing its markers with CONCURRENT_TRANSACTIONS (the client retries), and
+     *  one whose epoch a successor bumped with PRODUCER_FENCED before it looks at the state
+     *  (TransactionCoordinator.endTransaction). Everything else a commit throws leaves the
+     *  outcome unknown. */
+    private static boolean commitRefused(RuntimeException e) {
+        return unwrap(e) instanceof InvalidTxnStateException;
     }
 
     private static ObjectNode committed(ArrayNode done, ObjectNode positions) {
@@ -533,9 +549,9 @@ public final class TidewaterDriver {
 
     /** The commit of `--txn-retry-commit`: commitTransaction called again after a timeout, on
      *  the same producer, which goes on into the client's next transaction when a call
-     *  returned (ok). When none did, the outcome is unknown (info) and the producer is dropped,
-     *  as after any unknown commit: it cannot begin another transaction before its commit
-     *  completes. */
+     *  returned (ok). When none did, the outcome is unknown (info), or fail when the last call
+     *  was refused ({@link #commitRefused}), and the producer is dropped, as after any unknown
+     *  commit: it cannot begin another transaction before its commit completes. */
     private static ObjectNode commitWithRetries(Client client, KafkaProducer<String, String> producer, int attemptsMax,
             ArrayNode done, ObjectNode positions) {
         EndCalls calls = endWithRetries("commitTransaction", producer::commitTransaction, attemptsMax);
@@ -544,7 +560,8 @@ public final class TidewaterDriver {
             out = committed(done, positions);
         } else {
             client.dropTxnProducer();
-            out = failure(0, "info", name(calls.last), String.valueOf(calls.last.getMessage()));
+            String type = commitRefused(calls.last) ? "fail" : "info";
+            out = failure(0, type, name(calls.last), String.valueOf(calls.last.getMessage()));
         }
         out.set("txn_end", calls.toJson());
         return out;

@@ -379,3 +379,77 @@ async fn the_driver_maps_the_java_clients_outcomes() {
         .await;
     drop(cluster);
 }
+
+/// A commit the coordinator refuses is a certain fail. The transaction outlives its
+/// `transaction.timeout.ms` (1 s) inside a 15 s poll, the coordinator aborts it (Kafka 10 s
+/// check), and the commit that follows is answered INVALID_TXN_STATE, the client's fatal
+/// InvalidTxnStateException: nothing was committed, so the answer is fail, not info. The
+/// value is in the log behind an abort marker (read_uncommitted reads it, read_committed does
+/// not), and the worker's next producer commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_the_coordinator_refuses_is_a_certain_fail() {
+    let Some(release) = kafka_release("java_driver") else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let driver = Driver::prepare(&release, cache.path()).expect("the driver compiles");
+    let cluster = KafkaCluster::start(release, [248, 6], 1, &[]);
+    let bootstrap = cluster.brokers[0].clone();
+    let admin = KafkaAdmin::new(vec![bootstrap.clone()], Duration::from_secs(10));
+    admin
+        .create_topic("jt", 2, 1, &BTreeMap::new())
+        .await
+        .expect("topic jt");
+    let logs = tempfile::tempdir().unwrap();
+    let mut configs = ClientConfigs::for_run("txn", "all", true);
+    configs
+        .producer
+        .insert("transaction.timeout.ms".into(), "1000".into());
+    let settings = JavaClientSettings {
+        bootstrap: vec![bootstrap.clone()],
+        configs,
+    };
+    let log = logs.path().join("short-timeout.log");
+    let process = JavaDriver::start(&driver.argv(), &settings, &log)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {}", std::fs::read_to_string(&log).unwrap_or_default()));
+    let committed = JavaQueueClient::new(Arc::new(process), true);
+    let uncommitted = start(&driver, &bootstrap, "queue", logs.path(), "uncommitted").await;
+    let long_poll = TxnLimits {
+        poll_max_wait_ms: 15_000,
+        end_attempts_max: 1,
+    };
+    let refused = committed
+        .txn(
+            "w0",
+            &[send("jt/0", 70), MicroOp::Poll(BTreeMap::new())],
+            &BTreeMap::from([("jt/1".to_string(), 0)]),
+            Ending::Commit,
+            long_poll,
+        )
+        .await
+        .outcome;
+    assert_eq!(
+        refused,
+        TxnOutcome::Aborted {
+            error: "InvalidTxnStateException".into()
+        }
+    );
+    let next = committed
+        .txn(
+            "w0",
+            &[send("jt/0", 71)],
+            &BTreeMap::new(),
+            Ending::Commit,
+            ONE_END,
+        )
+        .await
+        .outcome;
+    assert!(matches!(next, TxnOutcome::Committed { .. }), "{next:?}");
+    let values = |records: Vec<(u64, i64)>| records.iter().map(|r| r.1).collect::<Vec<i64>>();
+    assert_eq!(values(read_all(&committed, "jt/0").await), vec![71]);
+    assert_eq!(values(read_all(&uncommitted, "jt/0").await), vec![70, 71]);
+    committed.driver().shutdown(Duration::from_secs(10)).await;
+    uncommitted.driver().shutdown(Duration::from_secs(10)).await;
+    drop(cluster);
+}
