@@ -88,6 +88,10 @@ pub const BUILTIN_PLANS: &[(&str, &str)] = &[
         include_str!("../../../plans/power-loss-cluster.toml"),
     ),
     ("txn-delays", include_str!("../../../plans/txn-delays.toml")),
+    (
+        "slow-follower-failover",
+        include_str!("../../../plans/slow-follower-failover.toml"),
+    ),
 ];
 
 /// A whole plan. In files and in a run's `config.json` it has the shape `file.rs` reads and writes: a
