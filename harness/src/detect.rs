@@ -782,6 +782,10 @@ pub struct DetectArgs {
     /// Seconds between the random schedule's faults, instead of the default.
     #[arg(long, value_name = "SECS")]
     pub nemesis_interval: Option<f64>,
+    /// Faults of the random schedule, as `tidewater run --nemesis` takes them (e.g.
+    /// `kill,pause,partition,power-loss`), instead of the default `kill,pause,partition`.
+    #[arg(long, value_name = "KINDS")]
+    pub nemesis: Option<String>,
     /// The workload of every run: queue (the default run's), txn (transactions over Kafka's
     /// Java client; `--bugs all` then means the transactional bugs) or group (consumer groups
     /// over HTTP, as `tidewater run --workload group`; `--bugs all` then means the group
@@ -854,6 +858,9 @@ fn check_detect_flags(args: &DetectArgs) -> Result<(), String> {
             "--first-seed {} with --seeds {} runs past the largest seed",
             args.first_seed, args.seeds
         ));
+    }
+    if let Some(kinds) = &args.nemesis {
+        crate::nemesis::parse_faults(kinds).map_err(|e| e.0)?;
     }
     if args.idempotence && args.workload == "txn" {
         return Err(
@@ -1103,12 +1110,16 @@ fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
     if let Some(secs) = args.nemesis_interval {
         base.nemesis_interval_s = secs;
     }
+    if let Some(kinds) = &args.nemesis {
+        base.nemesis = kinds.split(',').map(|k| k.trim().to_string()).collect();
+    }
     base
 }
 
-/// The flags of `args` that choose the workload, as a rerun needs them (with a leading space).
-fn workload_flags(args: &DetectArgs) -> &'static str {
-    if args.workload == "txn" {
+/// The flags of `args` that choose the workload and the random schedule's faults, as a
+/// rerun needs them (with a leading space).
+fn workload_flags(args: &DetectArgs) -> String {
+    let workload = if args.workload == "txn" {
         " --workload txn"
     } else if args.workload == "group" {
         " --workload group"
@@ -1116,6 +1127,10 @@ fn workload_flags(args: &DetectArgs) -> &'static str {
         " --idempotence"
     } else {
         ""
+    };
+    match &args.nemesis {
+        Some(kinds) => format!("{workload} --nemesis {kinds}"),
+        None => workload.to_string(),
     }
 }
 
@@ -1145,7 +1160,7 @@ pub(crate) fn detect_command(args: &DetectArgs) -> i32 {
     let plans = name_list(&args.plans, &shipped_plans());
     let mut table =
         DetectionTable::plan(&bugs, &plans, args.seeds, args.plan_seeds, args.time_limit);
-    table.workload_flags = Some(workload_flags(args).to_string());
+    table.workload_flags = Some(workload_flags(args));
     for column in table.columns.iter_mut().filter(|c| c.plan.is_none()) {
         column.seed += args.first_seed.saturating_sub(1);
     }
@@ -1273,7 +1288,7 @@ pub(crate) fn detect_command(args: &DetectArgs) -> i32 {
             println!("detection table: {}", markdown.display());
             println!(
                 "rerun: {}",
-                table.reproduce_command(&args.store, workload_flags(args))
+                table.reproduce_command(&args.store, &workload_flags(args))
             );
             0
         }
@@ -1337,6 +1352,23 @@ mod tests {
         assert!(base.idempotence);
         assert!(base.command_line().contains(" --idempotence"));
         assert!(Cli::try_parse_from(["detect", "--workload", "stream"]).is_err());
+        // --nemesis: the random schedule's faults of every run, in the table's flags (so a
+        // resumed --out must have the same), refused before anything runs when unknown.
+        let power =
+            Cli::parse_from(["detect", "--nemesis", "kill,pause,partition,power-loss"]).detect;
+        check_detect_flags(&power).unwrap();
+        assert_eq!(
+            base_config(&power).nemesis,
+            ["kill", "pause", "partition", "power-loss"]
+        );
+        assert_eq!(
+            workload_flags(&power),
+            " --nemesis kill,pause,partition,power-loss"
+        );
+        assert_eq!(base_config(&queue).nemesis, ["kill", "pause", "partition"]);
+        let bad = Cli::parse_from(["detect", "--nemesis", "kill,flood"]).detect;
+        let e = check_detect_flags(&bad).unwrap_err();
+        assert!(e.contains("flood"), "{e}");
     }
 
     #[test]

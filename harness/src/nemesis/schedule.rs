@@ -303,10 +303,30 @@ impl ClusterTimeouts {
     }
 }
 
-/// Parses `--nemesis`: a comma-separated list of families (`kill`, `pause`, `partition`) and
-/// kind names (`isolate-leader`, `failback`, ...), or `none`. A family enables every kind all
-/// of whose families are listed; a kind name enables that kind alone. Returns the kinds in
-/// the order of the weight table, each once.
+/// Parses `--nemesis`: a comma-separated list of families (`kill`, `pause`, `partition`,
+/// `power-loss`) and kind names (`isolate-leader`, `failback`, ...), or `none`. A family
+/// enables every kind all of whose families are listed, except `power-loss-all`; a kind name
+/// enables that kind alone. Returns the kinds in the order of the weight table, each once.
+///
+/// `power-loss-all` cuts every broker's power at once, so a correct broker loses what it had
+/// not fsynced (all of it, by Kafka's default of never fsyncing on append): a schedule that
+/// draws it fails a correct broker, and its exit code cannot be told from a bug's. The
+/// family draws it only when `every_append_fsynced` (`flush.messages=1`, under which a
+/// correct broker loses nothing); otherwise only naming it does.
+pub fn parse_faults_for(s: &str, every_append_fsynced: bool) -> Result<Vec<FaultKind>, PlanError> {
+    let mut kinds = parse_faults(s)?;
+    let named = s
+        .split(',')
+        .any(|w| w.trim() == info(FaultKind::PowerLossAll).name);
+    if !named && !every_append_fsynced {
+        kinds.retain(|k| *k != FaultKind::PowerLossAll);
+    }
+    Ok(kinds)
+}
+
+/// [`parse_faults_for`] as if every append were fsynced: every kind the words can enable,
+/// `power-loss-all` with the `power-loss` family included (for checking the words, and for
+/// what a schedule may need, such as a lossy filesystem).
 pub fn parse_faults(s: &str) -> Result<Vec<FaultKind>, PlanError> {
     if s.trim() == "none" {
         return Ok(vec![]);
@@ -938,6 +958,29 @@ mod tests {
             FaultKind::all()
         );
         assert!(parse_faults("none").unwrap().is_empty());
+        // A run draws every broker's power cut from the family only when every append is
+        // fsynced (flush.messages=1); without it, only by name.
+        let single = [FaultKind::PowerLossLeader, FaultKind::PowerLossOne];
+        assert_eq!(parse_faults_for("power-loss", false).unwrap(), single);
+        assert_eq!(parse_faults_for("power-loss", true).unwrap(), power_loss);
+        assert_eq!(
+            parse_faults_for("power-loss-all", false).unwrap(),
+            [FaultKind::PowerLossAll]
+        );
+        assert_eq!(
+            parse_faults_for("power-loss, power-loss-all", false).unwrap(),
+            power_loss
+        );
+        let mut without_all = FaultKind::all();
+        without_all.retain(|k| *k != FaultKind::PowerLossAll);
+        assert_eq!(
+            parse_faults_for("kill,pause,partition,power-loss", false).unwrap(),
+            without_all
+        );
+        assert_eq!(
+            parse_faults_for("kill,pause,partition", true).unwrap(),
+            classic
+        );
         let e = parse_faults("kill,explode").unwrap_err().0;
         assert!(e.contains("explode") && e.contains("leader-cut"), "{e}");
     }

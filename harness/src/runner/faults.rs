@@ -5,7 +5,9 @@
 use super::config::RunConfig;
 use crate::cluster::{node_list, Cluster};
 use crate::nemesis::{
-    self, schedule::parse_faults, ClusterView, Fault, FaultPlan, Nemesis, NemesisOp,
+    self,
+    schedule::{parse_faults, parse_faults_for},
+    ClusterView, Fault, FaultPlan, Nemesis, NemesisOp,
 };
 use crate::recorder::Recorder;
 use serde_json::Value;
@@ -39,7 +41,14 @@ pub fn resolve_schedule(config: &RunConfig) -> Result<Value, String> {
             step: Vec::new(),
         },
         None => {
-            let faults = parse_faults(&config.nemesis.join(",")).map_err(|e| e.to_string())?;
+            // flush.messages=1: every acknowledged write is on disk, so a correct broker
+            // survives every broker losing power at once (`parse_faults_for`).
+            let every_append_fsynced = config
+                .sets
+                .get("flush.messages")
+                .is_some_and(|v| v.trim() == "1");
+            let faults = parse_faults_for(&config.nemesis.join(","), every_append_fsynced)
+                .map_err(|e| e.to_string())?;
             // Only the names matter to the schedule; addresses are the cluster's business.
             let nodes: Vec<String> = node_list(config.nodes, 0, |_| Ipv4Addr::LOCALHOST)
                 .into_iter()
@@ -235,6 +244,46 @@ mod tests {
         c.schedule = a;
         let plan = stored_plan(&c).unwrap();
         assert!(!plan.step.is_empty());
+    }
+
+    #[test]
+    fn the_power_loss_family_cuts_every_broker_at_once_only_when_every_append_is_fsynced() {
+        let mut c = super::super::config::example();
+        c.time_limit_s = 120;
+        c.nemesis_interval_s = 5.0;
+        c.nemesis = ["kill", "pause", "partition", "power-loss"]
+            .map(String::from)
+            .to_vec();
+        // The harness's timeouts (`tidewater run` sets them), which make faults short.
+        c.sets
+            .insert("broker.session.timeout.ms".into(), "4000".into());
+        c.sets
+            .insert("replica.lag.time.max.ms".into(), "2500".into());
+        // The seeds of 1..=200 whose schedule holds a fault `power-loss-all` (weight 1 of 46,
+        // drawn after the three leading faults).
+        let cut_all = |c: &mut RunConfig| -> Vec<u64> {
+            (1..=200)
+                .filter(|seed| {
+                    c.seed = *seed;
+                    let plan = stored_plan(&RunConfig {
+                        schedule: resolve_schedule(c).unwrap(),
+                        ..c.clone()
+                    })
+                    .unwrap();
+                    plan.step.iter().any(|s| {
+                        s.note
+                            .as_deref()
+                            .is_some_and(|n| n.ends_with(": power-loss-all"))
+                    })
+                })
+                .collect()
+        };
+        assert_eq!(cut_all(&mut c), Vec::<u64>::new());
+        c.sets.insert("flush.messages".into(), "1".into());
+        assert!(!cut_all(&mut c).is_empty(), "flush.messages=1 draws it");
+        c.sets.remove("flush.messages");
+        c.nemesis.push("power-loss-all".into());
+        assert!(!cut_all(&mut c).is_empty(), "named, it is drawn");
     }
 
     #[test]
