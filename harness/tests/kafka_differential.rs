@@ -877,8 +877,8 @@ fn probe_transactions(system: &mut System, any: &str) {
 /// of its own (`MARKERS`, one partition): a transaction opened by the client's calls
 /// (InitProducerId, AddPartitionsToTxn, one transactional batch), then markers sent by hand
 /// to a broker that does not host an unknown topic, to a follower, the commit to the
-/// leader, and an abort of an older coordinator epoch; then what a read_committed fetch
-/// sees. The coordinator itself is never asked to end the transaction (its own markers
+/// leader, an abort of an older coordinator epoch, an abort of the next producer epoch and
+/// then one of the producer epoch before it; then what a read_committed fetch sees. The coordinator itself is never asked to end the transaction (its own markers
 /// would race the probe's), and the transaction's timeout outlasts the test.
 fn probe_markers(system: &mut System, any: &str, timestamp_base: i64) {
     const TXN_ID: &str = "diff-markers";
@@ -966,7 +966,7 @@ fn probe_markers(system: &mut System, any: &str, timestamp_base: i64) {
         system.label
     );
 
-    let marker = |commit: bool, coordinator_epoch: i32, topic: &str| {
+    let marker_of = |producer_epoch: i16, commit: bool, coordinator_epoch: i32, topic: &str| {
         use kafka_protocol::messages::write_txn_markers_request::{
             WritableTxnMarker, WritableTxnMarkerTopic,
         };
@@ -978,6 +978,9 @@ fn probe_markers(system: &mut System, any: &str, timestamp_base: i64) {
             .with_topics(vec![WritableTxnMarkerTopic::default()
                 .with_name(name(topic))
                 .with_partition_indexes(vec![0])])])
+    };
+    let marker = |commit: bool, coordinator_epoch: i32, topic: &str| {
+        marker_of(producer_epoch, commit, coordinator_epoch, topic)
     };
     for (probe, at, request) in [
         (
@@ -995,6 +998,19 @@ fn probe_markers(system: &mut System, any: &str, timestamp_base: i64) {
             "markers_older_coordinator_epoch",
             &at_leader,
             marker(false, 50, MARKERS),
+        ),
+        // A marker of a newer producer epoch (a coordinator that bumped it, with no
+        // transaction open here), then one of the epoch before it: the partition has seen
+        // the newer epoch, so the older one is a zombie's.
+        (
+            "markers_newer_producer_epoch",
+            &at_leader,
+            marker_of(producer_epoch + 1, false, 100, MARKERS),
+        ),
+        (
+            "markers_older_producer_epoch",
+            &at_leader,
+            marker(false, 100, MARKERS),
         ),
     ] {
         let answer: WriteTxnMarkersResponse = call(at, ApiKey::WriteTxnMarkers, 1, &request);

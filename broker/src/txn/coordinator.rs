@@ -566,7 +566,15 @@ impl TransactionCoordinator {
             .bugs
             .on(crate::bugs::Bug::TxnReloadForgetsOngoing)
         {
-            txns.forget_ongoing();
+            let forgotten = txns.forget_ongoing();
+            if !forgotten.is_empty() {
+                // What a run's analysis needs to tell a miss from a bug never reached.
+                tracing::warn!(
+                    partition,
+                    ?forgotten,
+                    "deliberate bug txn.reload.forgets.ongoing: open transactions loaded as Empty"
+                );
+            }
         }
         let entries: BTreeMap<String, Arc<TxnEntry>> = txns
             .txns

@@ -48,15 +48,18 @@ pub struct LoadedTxns {
 
 impl LoadedTxns {
     /// Deliberate bug `txn.reload.forgets.ongoing`: every open transaction is read as none
-    /// (Empty, no partitions, no start time).
-    pub fn forget_ongoing(&mut self) {
+    /// (Empty, no partitions, no start time). Returns the transactional ids it forgot.
+    pub fn forget_ongoing(&mut self) -> Vec<String> {
+        let mut forgotten = Vec::new();
         for metadata in self.txns.values_mut() {
             if metadata.state == crate::txn::state::TxnState::Ongoing {
                 metadata.state = crate::txn::state::TxnState::Empty;
                 metadata.partitions.clear();
                 metadata.txn_start_ms = 0;
+                forgotten.push(metadata.transactional_id.clone());
             }
         }
+        forgotten
     }
 
     /// Applies one stored record (later records win). False for a record it cannot read,
@@ -99,7 +102,7 @@ mod tests {
         let mut loaded = LoadedTxns::default();
         assert!(loaded.apply(&stored(0, metadata_record(&open, 5))));
         assert!(loaded.apply(&stored(1, metadata_record(&committing, 5))));
-        loaded.forget_ongoing();
+        assert_eq!(loaded.forget_ongoing(), ["open"]);
         let forgotten = &loaded.txns["open"];
         assert_eq!(forgotten.state, TxnState::Empty);
         assert!(forgotten.partitions.is_empty());
