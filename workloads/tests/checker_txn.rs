@@ -700,3 +700,83 @@ fn a_generated_history_of_100k_ops_breaks_no_promise() {
         "{t}"
     );
 }
+
+/// A committed transaction's sends at offsets 0 and 1 of X, then read_committed final reads
+/// of X that get the record at 0 and stand at last stable offset `lso` for `stalled_s`
+/// seconds (two reads, that far apart), never completing.
+fn stalled_final_reads(lso: u64, stalled_s: u64) -> T {
+    let mut h = T::default();
+    h.txn(0, OpType::Ok, &[M::Send(X, 0, 1), M::Send(X, 1, 2)]);
+    let start_ns = h.ops.last().unwrap().time + 1_000_000;
+    for (i, at_ns) in [start_ns, start_ns + stalled_s * 1_000_000_000]
+        .into_iter()
+        .enumerate()
+    {
+        let p = 1000 + i as u64;
+        let records: Vec<(u64, i64)> = [(0, 1), (1, 2)][..lso as usize].to_vec();
+        h.push(p, OpType::Invoke, "poll", json!([["poll"]]));
+        let invoke = h.ops.last_mut().unwrap();
+        (invoke.r#final, invoke.time) = (true, at_ns);
+        h.push(p, OpType::Ok, "poll", json!([["poll", {X: records}]]));
+        let op = h.ops.last_mut().unwrap();
+        (op.r#final, op.time) = (true, at_ns + 1_000);
+        op.high_watermarks = Some(BTreeMap::from([(X.to_string(), lso)]));
+    }
+    h
+}
+
+/// Transactional producers with a 10 s transaction timeout, final reads not completed.
+fn stalled_settings() -> CheckSettings {
+    CheckSettings {
+        transactional: true,
+        transaction_timeout_ms: Some(10_000),
+        final_reads_completed: false,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn hanging_transaction_is_a_last_stable_offset_held_past_the_transaction_timeout() {
+    // Held 25 s at 1, longer than 10 s + the coordinator's 10 s check, with the committed
+    // send at offset 1 behind it.
+    let r = stalled_final_reads(1, 25).check_with(stalled_settings());
+    let a = &r.anomalies["hanging-transaction"];
+    assert_eq!(a.count, 1);
+    let ex = &a.examples[0];
+    assert_eq!(
+        (
+            &ex["key"],
+            &ex["last_stable_offset"],
+            &ex["acknowledged_above"],
+            &ex["first_acknowledged_above"],
+            &ex["final_reads"]
+        ),
+        (&json!(X), &json!(1), &json!(1), &json!(1), &json!(2))
+    );
+    assert_eq!(ex["stalled_s"], json!(25.0));
+    assert!(a.invalidates && a.breaks_promise, "{a:?}");
+    assert_eq!((r.valid, r.promise), (Validity::Invalid, Promise::Broken));
+    // Near misses: held 15 s, within what a coordinator may take to abort it: the final
+    // reads only did not complete (unknown); and held 25 s at 2, past every acknowledged
+    // write, while something else kept the final reads from completing.
+    for (lso, stalled_s) in [(1, 15), (2, 25)] {
+        let r = stalled_final_reads(lso, stalled_s).check_with(stalled_settings());
+        assert!(
+            !r.anomalies.contains_key("hanging-transaction"),
+            "{lso} {stalled_s}: {:?}",
+            r.anomalies
+        );
+        assert_eq!(r.valid, Validity::Unknown, "{lso} {stalled_s}");
+    }
+    // Without a transaction.timeout.ms the client's default, 60 s, holds: 25 s is no hang.
+    let r = stalled_final_reads(1, 25).check_with(CheckSettings {
+        transaction_timeout_ms: None,
+        ..stalled_settings()
+    });
+    assert!(!r.anomalies.contains_key("hanging-transaction"));
+    let r = stalled_final_reads(1, 75).check_with(CheckSettings {
+        transaction_timeout_ms: None,
+        ..stalled_settings()
+    });
+    assert!(r.anomalies.contains_key("hanging-transaction"));
+}

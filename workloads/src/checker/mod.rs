@@ -282,6 +282,22 @@ struct KeyState {
     /// True when an ok final read reported this key's log start offset: the final reads then
     /// began at the log start, so they cover every offset from `final_log_start` on.
     final_log_start_known: bool,
+    /// The ok final reads that reported this key's highest high watermark (under
+    /// read_committed: the last stable offset): where the final reads stood at the end, and
+    /// for how long (`hanging-transaction`).
+    final_stall: Option<FinalStall>,
+}
+
+/// Ok final reads of one key that all reported the same, highest, watermark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FinalStall {
+    /// The watermark they reported.
+    pub offset: u64,
+    /// Time of the first of them, and of the last (ns since the test started).
+    pub since_ns: u64,
+    pub last_ns: u64,
+    /// How many there were.
+    pub reads: u64,
 }
 
 impl KeyState {
@@ -669,6 +685,21 @@ impl Checker {
                         let k = &mut self.keys[key as usize];
                         k.final_hw = Some(k.final_hw.map_or(hw, |h| h.max(hw)));
                         k.final_read = true;
+                        match &mut k.final_stall {
+                            Some(stall) if stall.offset == hw => {
+                                stall.last_ns = op.time;
+                                stall.reads += 1;
+                            }
+                            Some(stall) if stall.offset > hw => {}
+                            _ => {
+                                k.final_stall = Some(FinalStall {
+                                    offset: hw,
+                                    since_ns: op.time,
+                                    last_ns: op.time,
+                                    reads: 1,
+                                })
+                            }
+                        }
                         if hw > 0 {
                             k.extend_reach(op.index, hw - 1);
                         }

@@ -129,7 +129,20 @@ pub struct CheckSettings {
     /// workload reads that way; Kafka's client default is `read_uncommitted`).
     #[serde(skip_serializing_if = "IsolationLevel::is_read_committed")]
     pub isolation_level: IsolationLevel,
+    /// The transactional producers' `transaction.timeout.ms`, when the run set it (Kafka's
+    /// client default is 60000): how long the coordinator lets a transaction stay open
+    /// before it aborts it. Omitted from `stats.settings` when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transaction_timeout_ms: Option<u64>,
 }
+
+/// Kafka's client default of `transaction.timeout.ms`.
+pub const TRANSACTION_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+
+/// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` default (the
+/// companion broker's too): how often a coordinator looks for transactions past their
+/// timeout.
+pub const TRANSACTION_CLEANUP_INTERVAL_MS: u64 = 10_000;
 
 /// The consumers' `isolation.level`, Kafka's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -192,6 +205,7 @@ impl Default for CheckSettings {
             enable_idempotence: None,
             transactional: false,
             isolation_level: IsolationLevel::ReadCommitted,
+            transaction_timeout_ms: None,
         }
     }
 }
@@ -272,6 +286,7 @@ impl CheckSettings {
         if let Some(level) = configs.get("isolation.level") {
             s.isolation_level = level.parse()?;
         }
+        s.transaction_timeout_ms = count("transaction.timeout.ms")?;
         Ok(s)
     }
 }
@@ -395,6 +410,15 @@ impl CheckSettings {
             "G0" | "G-single" | "G2" | "intermediate-read" => false,
             _ => true,
         }
+    }
+
+    /// How long a transaction may hold a partition's last stable offset before its
+    /// coordinator must have aborted it: `transaction.timeout.ms` plus the coordinator's
+    /// check interval. A longer hold while the producers are gone is `hanging-transaction`.
+    pub fn hanging_after_ms(&self) -> u64 {
+        self.transaction_timeout_ms
+            .unwrap_or(TRANSACTION_TIMEOUT_MS_DEFAULT)
+            .saturating_add(TRANSACTION_CLEANUP_INTERVAL_MS)
     }
 
     /// True when the producers were idempotent: `enable.idempotence=true`, or transactional
@@ -563,6 +587,14 @@ impl CheckSettings {
                 breaks_promise: true,
                 note: "a failed send certainly had no effect, so its value must never be read".into(),
             },
+            "hanging-transaction" => Judgement {
+                breaks_promise: self.isolation_level.is_read_committed(),
+                note: format!(
+                    "a transaction coordinator aborts a transaction open longer than transaction.timeout.ms (checked every {} s), so after the producers stopped the last stable offset must reach every acknowledged write within {} s; one held longer is a transaction no coordinator will end, hiding every later record from read_committed consumers (KAFKA-12671, KIP-664)",
+                    TRANSACTION_CLEANUP_INTERVAL_MS / 1000,
+                    self.hanging_after_ms() / 1000
+                ),
+            },
             "unexpected" => Judgement {
                 breaks_promise: true,
                 note: "a value that no process ever sent was read".into(),
@@ -668,16 +700,34 @@ mod tests {
             ),
             (None, false, IsolationLevel::ReadCommitted)
         );
+        assert_eq!(plain.transaction_timeout_ms, None);
+        assert_eq!(
+            plain.hanging_after_ms(),
+            70_000,
+            "Kafka's 60 s and its 10 s check"
+        );
         let json = serde_json::to_value(&plain).unwrap();
-        for name in ["enable_idempotence", "transactional", "isolation_level"] {
+        for name in [
+            "enable_idempotence",
+            "transactional",
+            "isolation_level",
+            "transaction_timeout_ms",
+        ] {
             assert!(json.get(name).is_none(), "{name} in {json}");
         }
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["isolation_level"], "read_uncommitted");
         assert_eq!(serde_json::from_value::<CheckSettings>(json).unwrap(), s);
+        let timeout = BTreeMap::from([("transaction.timeout.ms".to_string(), "10000".to_string())]);
+        let s = CheckSettings::from_kafka_configs("all", &timeout).unwrap();
+        assert_eq!(
+            (s.transaction_timeout_ms, s.hanging_after_ms()),
+            (Some(10_000), 20_000)
+        );
         for (name, bad) in [
             ("isolation.level", "serializable"),
             ("enable.idempotence", "yes"),
+            ("transaction.timeout.ms", "ten"),
         ] {
             let configs = BTreeMap::from([(name.to_string(), bad.to_string())]);
             let err = CheckSettings::from_kafka_configs("all", &configs).unwrap_err();

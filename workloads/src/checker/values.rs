@@ -115,6 +115,7 @@ pub(super) fn finish(mut c: Checker) -> CheckResults {
         findings.add(name, counts_against, || example);
     }
     explain_resets_after_loss(&c, &mut findings, &gone_by_key);
+    hanging_transactions(&c, &mut findings, final_completed);
     let hw_classes = classify_regressions(&c, &mut findings, &gone_by_key, final_completed);
     let txns = super::txn::finish(&c, &mut findings);
     let settings = c.settings.clone();
@@ -166,6 +167,53 @@ pub(super) fn finish(mut c: Checker) -> CheckResults {
         promise_reason,
         anomalies,
         stats,
+    }
+}
+
+/// `hanging-transaction`: with transactional producers and read_committed final reads that
+/// did not complete, a key whose final reads stood at one last stable offset for longer than
+/// a transaction may stay open (`transaction.timeout.ms` plus the coordinator's check
+/// interval, [`CheckSettings::hanging_after_ms`]) while acknowledged writes lie at or above
+/// it: an open transaction no coordinator ended, which keeps every later record from
+/// read_committed consumers (KAFKA-12671, KIP-664).
+fn hanging_transactions(c: &Checker, findings: &mut super::Findings, final_completed: bool) {
+    if final_completed
+        || !c.settings.transactional
+        || !c.settings.isolation_level.is_read_committed()
+    {
+        return;
+    }
+    let hanging_after_ns = c.settings.hanging_after_ms().saturating_mul(1_000_000);
+    let mut above: Vec<(u64, u64)> = vec![(0, u64::MAX); c.keys.len()];
+    for state in c.values.values() {
+        if state.outcome == Outcome::Ok && state.ack_offset != NONE {
+            let Some(stall) = c.keys[state.key as usize].final_stall else {
+                continue;
+            };
+            if state.ack_offset >= stall.offset {
+                let a = &mut above[state.key as usize];
+                a.0 += 1;
+                a.1 = a.1.min(state.ack_offset);
+            }
+        }
+    }
+    for (key, k) in c.keys.iter().enumerate() {
+        let Some(stall) = k.final_stall else { continue };
+        let (count, first) = above[key];
+        if count == 0 || stall.last_ns - stall.since_ns < hanging_after_ns {
+            continue;
+        }
+        findings.add("hanging-transaction", true, || {
+            json!({
+                "key": k.name,
+                "last_stable_offset": stall.offset,
+                "acknowledged_above": count,
+                "first_acknowledged_above": first,
+                // Tenths of a second: the reads' own timing is no finer.
+                "stalled_s": ((stall.last_ns - stall.since_ns) as f64 / 1e8).round() / 10.0,
+                "final_reads": stall.reads,
+            })
+        });
     }
 }
 

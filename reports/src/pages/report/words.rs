@@ -233,6 +233,11 @@ pub fn explanation(name: &str) -> Option<&'static str> {
             "A read ended part-way through one transaction's records on a partition: it saw \
              some of what the transaction sent there, but not its last value (G1b)."
         }
+        "hanging-transaction" => {
+            "After the producers stopped, a partition's last stable offset stayed below \
+             acknowledged writes for longer than a transaction may stay open: a transaction no \
+             coordinator ended hides them from read_committed consumers."
+        }
         "G0" => {
             "Write cycle: transactions whose records are in one order on one partition and in \
              the other order on another (write-write edges only)."
@@ -345,6 +350,15 @@ pub fn sentence(name: &str, e: &Value) -> Option<String> {
                 text(e, "value"),
                 text(e, "offset"),
                 op(e, "send_op").unwrap_or_else(|| "no send op".into())
+            )),
+            "hanging-transaction" => Some(format!(
+                "the final reads stood at last stable offset {} for {} s ({} reads), while {} \
+                 acknowledged write(s) lay at or above it, the first at offset {}",
+                text(e, "last_stable_offset"),
+                text(e, "stalled_s"),
+                text(e, "final_reads"),
+                text(e, "acknowledged_above"),
+                text(e, "first_acknowledged_above")
             )),
             "precommitted-read" if e.get("own_write").and_then(Value::as_bool) == Some(true) => {
                 Some(format!(
@@ -613,6 +627,7 @@ mod tests {
             "group-undelivered",
             "precommitted-read",
             "intermediate-read",
+            "hanging-transaction",
             "G0",
             "G1c",
             "G-single",
@@ -625,6 +640,14 @@ mod tests {
 
     #[test]
     fn other_anomalies_get_sentences_and_unknown_ones_none() {
+        let hanging = json!({"key": "t0/1", "last_stable_offset": 1699, "stalled_s": 59.98,
+                             "final_reads": 238, "acknowledged_above": 6,
+                             "first_acknowledged_above": 1700});
+        assert_eq!(
+            sentence("hanging-transaction", &hanging).unwrap(),
+            "t0/1: the final reads stood at last stable offset 1699 for 59.98 s (238 reads), \
+             while 6 acknowledged write(s) lay at or above it, the first at offset 1700."
+        );
         let e = json!({"key": "t0/0", "process": 4, "offsets": [17, 3], "value": 1,
                        "ops": [40, 52], "explanation": "the consumer restarted lower"});
         let s = sentence("nonmonotonic-poll", &e).unwrap();
