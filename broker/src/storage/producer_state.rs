@@ -353,8 +353,11 @@ impl ProducerStates {
     /// A marker at `offset` ends the producer's open transaction here (Kafka's
     /// `ProducerAppendInfo.appendEndTxnMarker`): a marker of a higher epoch becomes the
     /// producer's epoch (its batches of the old epoch are dropped), and an abort is kept in
-    /// the index of aborted transactions (a marker without a transaction here too, from the
-    /// marker's offset to itself, as Kafka does).
+    /// the index of aborted transactions. A marker without a transaction open here ends
+    /// nothing: Kafka emits no completed transaction for it, so it neither holds the last
+    /// stable offset nor enters the index (found by the differential test: Kafka 4.1.1
+    /// answered a read_committed fetch over such an abort marker with no aborted
+    /// transaction, and the companion broker with one from the marker to itself).
     fn end_transaction(&mut self, stamp: ProducerStamp, offset: u64) {
         let entry = self
             .producers
@@ -364,7 +367,9 @@ impl ProducerStates {
             entry.producer_epoch = stamp.producer_epoch;
             entry.batches.clear();
         }
-        let first_offset = entry.txn_first_offset.take().unwrap_or(offset);
+        let Some(first_offset) = entry.txn_first_offset.take() else {
+            return;
+        };
         self.completed.push_back((first_offset, offset));
         if stamp.kind == StampKind::Abort {
             debug_assert!(self.aborted.last().is_none_or(|a| a.last_offset < offset));
@@ -506,6 +511,12 @@ mod tests {
         ));
         // The new epoch starts at sequence 0, in a new transaction.
         assert_eq!(states.check(txn(2, 1, 0), 1), Ok(ProducerCheck::Append));
+        // An abort marker of a newer epoch with no transaction of producer 2 open here (at
+        // 6) ends nothing: no aborted transaction, nothing unstable; the epoch moves on.
+        states.record(of_kind(stamp(2, 2, 0), StampKind::Abort), 1, 6, 7);
+        assert_eq!(states.entry(2).unwrap().producer_epoch, 2);
+        assert_eq!(states.aborted_between(6, 9), [], "no transaction, no index entry");
+        assert_eq!(states.first_unstable_offset(6), None);
         states.drop_aborted_below(6);
         assert_eq!(states.aborted_between(0, 9), []);
     }
