@@ -515,7 +515,11 @@ mod tests {
         // 6) ends nothing: no aborted transaction, nothing unstable; the epoch moves on.
         states.record(of_kind(stamp(2, 2, 0), StampKind::Abort), 1, 6, 7);
         assert_eq!(states.entry(2).unwrap().producer_epoch, 2);
-        assert_eq!(states.aborted_between(6, 9), [], "no transaction, no index entry");
+        assert_eq!(
+            states.aborted_between(6, 9),
+            [],
+            "no transaction, no index entry"
+        );
         assert_eq!(states.first_unstable_offset(6), None);
         states.drop_aborted_below(6);
         assert_eq!(states.aborted_between(0, 9), []);
