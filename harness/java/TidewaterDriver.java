@@ -273,8 +273,20 @@ public final class TidewaterDriver {
                 out = failure(id, "info", name(e), String.valueOf(e.getMessage()));
             }
             out.put("id", id);
+            noteFailedTxn(name, op, out);
             answer(out);
         });
+    }
+
+    /** Writes a transaction that did not commit, except a deliberate abort, to stderr (the
+     *  run's java-driver.log) with the exception's message: the history keeps only the
+     *  exception's name. */
+    private static void noteFailedTxn(String client, String op, ObjectNode out) {
+        String error = out.path("error").asText("");
+        if (op.equals("txn") && !out.path("type").asText().equals("ok") && !error.equals("aborted")) {
+            System.err.println("tidewater-driver: " + client + " txn " + out.path("type").asText() + " " + error + ": "
+                    + out.path("message").asText(""));
+        }
     }
 
     private static ObjectNode failure(long id, String type, String error, String message) {

@@ -449,6 +449,14 @@ async fn a_commit_the_coordinator_refuses_is_a_certain_fail() {
     let values = |records: Vec<(u64, i64)>| records.iter().map(|r| r.1).collect::<Vec<i64>>();
     assert_eq!(values(read_all(&committed, "jt/0").await), vec![71]);
     assert_eq!(values(read_all(&uncommitted, "jt/0").await), vec![70, 71]);
+    // The history keeps the exception's name; the driver's log has its message too.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged
+            .lines()
+            .any(|l| l.starts_with("tidewater-driver: w0 txn fail InvalidTxnStateException: ")),
+        "{logged}"
+    );
     committed.driver().shutdown(Duration::from_secs(10)).await;
     uncommitted.driver().shutdown(Duration::from_secs(10)).await;
     drop(cluster);
