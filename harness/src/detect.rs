@@ -1315,13 +1315,7 @@ mod tests {
 
     #[test]
     fn the_txn_workload_runs_the_txn_bugs_over_the_java_client() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            detect: DetectArgs,
-        }
-        let txn = Cli::parse_from(["detect", "--workload", "txn", "--rate", "50"]).detect;
+        let txn = parse_detect(&["detect", "--workload", "txn", "--rate", "50"]).unwrap();
         assert_eq!(default_bugs(&txn), TXN_BUGS);
         let base = base_config(&txn);
         assert_eq!(
@@ -1332,10 +1326,10 @@ mod tests {
         base.validate().unwrap();
         let configs = base.java_client_configs().unwrap();
         assert_eq!(configs.merged()["isolation.level"], "read_committed");
-        let queue = Cli::parse_from(["detect"]).detect;
+        let queue = parse_detect(&["detect"]).unwrap();
         assert_eq!(default_bugs(&queue), BUGS);
         assert_eq!(base_config(&queue).client, "http");
-        let idempotent = Cli::parse_from(["detect", "--idempotence"]).detect;
+        let idempotent = parse_detect(&["detect", "--idempotence"]).unwrap();
         assert_eq!(default_bugs(&idempotent), IDEMPOTENCE_BUGS);
         assert_eq!(workload_flags(&idempotent), " --idempotence");
         assert_eq!(workload_flags(&txn), " --workload txn");
@@ -1351,11 +1345,11 @@ mod tests {
         // What the runs get: the command line of a cell's run says so too.
         assert!(base.idempotence);
         assert!(base.command_line().contains(" --idempotence"));
-        assert!(Cli::try_parse_from(["detect", "--workload", "stream"]).is_err());
+        assert!(parse_detect(&["detect", "--workload", "stream"]).is_err());
         // --nemesis: the random schedule's faults of every run, in the table's flags (so a
         // resumed --out must have the same), refused before anything runs when unknown.
         let power =
-            Cli::parse_from(["detect", "--nemesis", "kill,pause,partition,power-loss"]).detect;
+            parse_detect(&["detect", "--nemesis", "kill,pause,partition,power-loss"]).unwrap();
         check_detect_flags(&power).unwrap();
         assert_eq!(
             base_config(&power).nemesis,
@@ -1366,20 +1360,14 @@ mod tests {
             " --nemesis kill,pause,partition,power-loss"
         );
         assert_eq!(base_config(&queue).nemesis, ["kill", "pause", "partition"]);
-        let bad = Cli::parse_from(["detect", "--nemesis", "kill,flood"]).detect;
+        let bad = parse_detect(&["detect", "--nemesis", "kill,flood"]).unwrap();
         let e = check_detect_flags(&bad).unwrap_err();
         assert!(e.contains("flood"), "{e}");
     }
 
     #[test]
     fn the_group_workload_runs_the_group_bugs_over_http() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            detect: DetectArgs,
-        }
-        let group = Cli::parse_from(["detect", "--workload", "group", "--seeds", "10"]).detect;
+        let group = parse_detect(&["detect", "--workload", "group", "--seeds", "10"]).unwrap();
         assert_eq!(default_bugs(&group), GROUP_BUGS);
         assert_eq!(workload_flags(&group), " --workload group");
         check_detect_flags(&group).unwrap();
@@ -1392,7 +1380,7 @@ mod tests {
         base.validate().unwrap();
         // A cell's run gets the workload: its command line says so.
         assert!(base.command_line().contains(" --workload group"));
-        let idempotent = Cli::parse_from(["detect", "--workload", "group", "--idempotence"]).detect;
+        let idempotent = parse_detect(&["detect", "--workload", "group", "--idempotence"]).unwrap();
         let refused = check_detect_flags(&idempotent).unwrap_err();
         assert!(
             refused.contains("--idempotence is for the queue workload"),
@@ -1786,17 +1774,23 @@ mod tests {
     }
 
     fn args(jobs: usize, subnet: Option<&str>) -> DetectArgs {
+        let mut argv = vec!["detect".to_string(), "--jobs".into(), jobs.to_string()];
+        if let Some(s) = subnet {
+            argv.extend(["--subnet".into(), s.into()]);
+        }
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        parse_detect(&argv).unwrap()
+    }
+
+    /// `tidewater detect`'s flags parsed from `argv` (its first word the command's name).
+    fn parse_detect(argv: &[&str]) -> Result<DetectArgs, clap::Error> {
         use clap::Parser;
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
             detect: DetectArgs,
         }
-        let mut argv = vec!["detect".to_string(), "--jobs".into(), jobs.to_string()];
-        if let Some(s) = subnet {
-            argv.extend(["--subnet".into(), s.into()]);
-        }
-        Cli::parse_from(argv).detect
+        Cli::try_parse_from(argv).map(|c| c.detect)
     }
 
     #[test]

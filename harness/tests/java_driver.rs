@@ -36,15 +36,52 @@ async fn start(
     dir: &std::path::Path,
     name: &str,
 ) -> JavaQueueClient {
+    let configs = ClientConfigs::for_run(workload, "all", true);
+    start_with(
+        driver,
+        bootstrap,
+        configs,
+        workload == "txn",
+        &dir.join(format!("{name}.log")),
+    )
+    .await
+}
+
+/// A driver with these client configs, its log at `log`.
+async fn start_with(
+    driver: &Driver,
+    bootstrap: &str,
+    configs: ClientConfigs,
+    transactional: bool,
+    log: &std::path::Path,
+) -> JavaQueueClient {
     let settings = JavaClientSettings {
         bootstrap: vec![bootstrap.to_string()],
-        configs: ClientConfigs::for_run(workload, "all", true),
+        configs,
     };
-    let log = dir.join(format!("{name}.log"));
-    let process = JavaDriver::start(&driver.argv(), &settings, &log)
+    let process = JavaDriver::start(&driver.argv(), &settings, log)
         .await
-        .unwrap_or_else(|e| panic!("{e}: {}", std::fs::read_to_string(&log).unwrap_or_default()));
-    JavaQueueClient::new(Arc::new(process), workload == "txn")
+        .unwrap_or_else(|e| panic!("{e}: {}", std::fs::read_to_string(log).unwrap_or_default()));
+    JavaQueueClient::new(Arc::new(process), transactional)
+}
+
+/// A one-broker Kafka on loopback `127.A.B.x` with topic `topic` (2 partitions), and the
+/// driver compiled against it (in `cache`, which must outlive the driver's use).
+async fn kafka_with_topic(
+    release: tidewater::kafka::Release,
+    loopback: [u8; 2],
+    topic: &str,
+    cache: &std::path::Path,
+) -> (Driver, KafkaCluster, String) {
+    let driver = Driver::prepare(&release, cache).expect("the driver compiles");
+    let cluster = KafkaCluster::start(release, loopback, 1, &[]);
+    let bootstrap = cluster.brokers[0].clone();
+    let admin = KafkaAdmin::new(vec![bootstrap.clone()], Duration::from_secs(10));
+    admin
+        .create_topic(topic, 2, 1, &BTreeMap::new())
+        .await
+        .unwrap_or_else(|e| panic!("topic {topic}: {e:?}"));
+    (driver, cluster, bootstrap)
 }
 
 fn send(key: &str, value: i64) -> MicroOp {
@@ -80,14 +117,9 @@ async fn the_driver_maps_the_java_clients_outcomes() {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
-    let driver = Driver::prepare(&release, cache.path()).expect("the driver compiles");
-    let cluster = KafkaCluster::start(release, [248, 1], 1, &[]);
-    let bootstrap = cluster.brokers[0].clone();
+    let (driver, cluster, bootstrap) =
+        kafka_with_topic(release, [248, 1], "jd", cache.path()).await;
     let admin = KafkaAdmin::new(vec![bootstrap.clone()], Duration::from_secs(10));
-    admin
-        .create_topic("jd", 2, 1, &BTreeMap::new())
-        .await
-        .expect("topic jd");
     let logs = tempfile::tempdir().unwrap();
     let committed = start(&driver, &bootstrap, "txn", logs.path(), "committed").await;
     let uncommitted = start(&driver, &bootstrap, "queue", logs.path(), "uncommitted").await;
@@ -392,28 +424,15 @@ async fn a_commit_the_coordinator_refuses_is_a_certain_fail() {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
-    let driver = Driver::prepare(&release, cache.path()).expect("the driver compiles");
-    let cluster = KafkaCluster::start(release, [248, 6], 1, &[]);
-    let bootstrap = cluster.brokers[0].clone();
-    let admin = KafkaAdmin::new(vec![bootstrap.clone()], Duration::from_secs(10));
-    admin
-        .create_topic("jt", 2, 1, &BTreeMap::new())
-        .await
-        .expect("topic jt");
+    let (driver, cluster, bootstrap) =
+        kafka_with_topic(release, [248, 6], "jt", cache.path()).await;
     let logs = tempfile::tempdir().unwrap();
     let mut configs = ClientConfigs::for_run("txn", "all", true);
     configs
         .producer
         .insert("transaction.timeout.ms".into(), "1000".into());
-    let settings = JavaClientSettings {
-        bootstrap: vec![bootstrap.clone()],
-        configs,
-    };
     let log = logs.path().join("short-timeout.log");
-    let process = JavaDriver::start(&driver.argv(), &settings, &log)
-        .await
-        .unwrap_or_else(|e| panic!("{e}: {}", std::fs::read_to_string(&log).unwrap_or_default()));
-    let committed = JavaQueueClient::new(Arc::new(process), true);
+    let committed = start_with(&driver, &bootstrap, configs, true, &log).await;
     let uncommitted = start(&driver, &bootstrap, "queue", logs.path(), "uncommitted").await;
     let long_poll = TxnLimits {
         poll_max_wait_ms: 15_000,

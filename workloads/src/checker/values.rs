@@ -200,7 +200,8 @@ fn hanging_transactions(c: &Checker, findings: &mut super::Findings, final_compl
     for (key, k) in c.keys.iter().enumerate() {
         let Some(stall) = k.final_stall else { continue };
         let (count, first) = above[key];
-        if count == 0 || stall.last_ns - stall.since_ns < hanging_after_ns {
+        let stalled_ns = stall.last_ns.saturating_sub(stall.since_ns);
+        if count == 0 || stalled_ns < hanging_after_ns {
             continue;
         }
         findings.add("hanging-transaction", true, || {
@@ -210,7 +211,7 @@ fn hanging_transactions(c: &Checker, findings: &mut super::Findings, final_compl
                 "acknowledged_above": count,
                 "first_acknowledged_above": first,
                 // Tenths of a second: the reads' own timing is no finer.
-                "stalled_s": ((stall.last_ns - stall.since_ns) as f64 / 1e8).round() / 10.0,
+                "stalled_s": (stalled_ns as f64 / 1e8).round() / 10.0,
                 "final_reads": stall.reads,
             })
         });
