@@ -57,6 +57,7 @@ fn measure(concurrency: usize, duration: Duration) -> (u64, f64) {
         values: ValueSource::default(),
         rate_ops: 0.0,
         stop: Arc::new(AtomicBool::new(false)),
+        focus: None,
     };
     let started = Instant::now();
     let ops: u64 = runtime.block_on(async {

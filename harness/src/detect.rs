@@ -779,6 +779,10 @@ pub struct DetectArgs {
     /// default.
     #[arg(long, value_name = "OPS")]
     pub rate: Option<f64>,
+    /// The queue workload's share of the rate and workers given to t0/0, the partition the
+    /// faults aim at, instead of `tidewater run`'s default (0.5; 0: every partition alike).
+    #[arg(long, value_name = "SHARE")]
+    pub focus: Option<f64>,
     /// Seconds between the random schedule's faults, instead of the default.
     #[arg(long, value_name = "SECS")]
     pub nemesis_interval: Option<f64>,
@@ -861,6 +865,10 @@ fn check_detect_flags(args: &DetectArgs) -> Result<(), String> {
     }
     if let Some(kinds) = &args.nemesis {
         crate::nemesis::parse_faults(kinds).map_err(|e| e.0)?;
+    }
+    if args.focus.is_some() {
+        // Its range and its workload, as `tidewater run --focus` checks them.
+        base_config(args).validate()?;
     }
     if args.idempotence && args.workload == "txn" {
         return Err(
@@ -971,11 +979,18 @@ fn run_as_process(
     target: &RunTarget,
     subnet: &str,
 ) -> (i32, Option<crate::store::RunDir>) {
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => {
-            eprintln!("tidewater: detect: cannot find this executable: {e}");
-            return (EXIT_HARNESS, None);
+    // The running image, not the path it was started from: a table runs for an hour, and a
+    // `cargo build` meanwhile replaces the file at that path (or leaves it half written).
+    let self_exe = std::path::Path::new("/proc/self/exe");
+    let exe = if self_exe.exists() {
+        self_exe.to_path_buf()
+    } else {
+        match std::env::current_exe() {
+            Ok(exe) => exe,
+            Err(e) => {
+                eprintln!("tidewater: detect: cannot find this executable: {e}");
+                return (EXIT_HARNESS, None);
+            }
         }
     };
     if crate::cluster::guard::interrupted() {
@@ -1086,6 +1101,10 @@ fn outcome_of_run(code: i32, dir: Option<crate::store::RunDir>, wall_s: f64) -> 
 /// and the tuning flags given.
 fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
     let mut base = default_config("detect");
+    if args.workload != "queue" {
+        // Only the queue workload has lanes to focus.
+        base.focus = 0.0;
+    }
     if args.workload == "group" {
         base.workload = "group".into();
     } else if args.workload == "txn" {
@@ -1106,6 +1125,9 @@ fn base_config(args: &DetectArgs) -> crate::runner::config::RunConfig {
     }
     if let Some(rate) = args.rate {
         base.rate = rate;
+    }
+    if let Some(share) = args.focus {
+        base.focus = share;
     }
     if let Some(secs) = args.nemesis_interval {
         base.nemesis_interval_s = secs;
@@ -1128,9 +1150,13 @@ fn workload_flags(args: &DetectArgs) -> String {
     } else {
         ""
     };
+    let focus = match args.focus {
+        Some(share) => format!(" --focus {share}"),
+        None => String::new(),
+    };
     match &args.nemesis {
-        Some(kinds) => format!("{workload} --nemesis {kinds}"),
-        None => workload.to_string(),
+        Some(kinds) => format!("{workload}{focus} --nemesis {kinds}"),
+        None => format!("{workload}{focus}"),
     }
 }
 
@@ -1363,6 +1389,36 @@ mod tests {
         let bad = parse_detect(&["detect", "--nemesis", "kill,flood"]).unwrap();
         let e = check_detect_flags(&bad).unwrap_err();
         assert!(e.contains("flood"), "{e}");
+    }
+
+    #[test]
+    fn focus_is_the_runs_default_unless_given_and_only_for_the_queue_workload() {
+        let queue = parse_detect(&["detect"]).unwrap();
+        assert_eq!(base_config(&queue).focus, crate::launch::DEFAULT_FOCUS);
+        // The "before" of the focus: every partition alike, in the table's flags.
+        let even = parse_detect(&["detect", "--focus", "0"]).unwrap();
+        check_detect_flags(&even).unwrap();
+        assert_eq!(base_config(&even).focus, 0.0);
+        assert!(base_config(&even).command_line().contains(" --focus 0 "));
+        assert_eq!(workload_flags(&even), " --focus 0");
+        let idem = parse_detect(&["detect", "--idempotence", "--focus", "0.75"]).unwrap();
+        check_detect_flags(&idem).unwrap();
+        assert_eq!(workload_flags(&idem), " --idempotence --focus 0.75");
+        // The txn and group workloads choose their partitions themselves.
+        for workload in ["txn", "group"] {
+            let plain = parse_detect(&["detect", "--workload", workload]).unwrap();
+            assert_eq!(base_config(&plain).focus, 0.0);
+            base_config(&plain).validate().unwrap();
+            let focused =
+                parse_detect(&["detect", "--workload", workload, "--focus", "0.5"]).unwrap();
+            let e = check_detect_flags(&focused).unwrap_err();
+            assert!(e.contains("--focus is for the queue workload"), "{e}");
+        }
+        for bad in ["1", "-0.5", "NaN"] {
+            let e = check_detect_flags(&parse_detect(&["detect", "--focus", bad]).unwrap())
+                .unwrap_err();
+            assert!(e.contains("--focus"), "{bad}: {e}");
+        }
     }
 
     #[test]

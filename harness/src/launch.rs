@@ -82,6 +82,11 @@ pub struct RunArgs {
     /// Client operations per second over all workers (0 = as fast as possible).
     #[arg(long, value_name = "OPS", default_value_t = 100.0)]
     pub rate: f64,
+    /// Share of the queue workload's rate and workers given to t0/0, the partition the
+    /// faults aim at, so a fault meets writes in flight; the other partitions share the rest
+    /// alike. 0: every partition alike. Queue workload only [default: 0.5]
+    #[arg(long, value_name = "SHARE")]
+    pub focus: Option<f64>,
     /// Producer acks: 0, 1 or all.
     #[arg(long, value_name = "ACKS", default_value = "all", value_parser = ["0", "1", "all"])]
     pub acks: String,
@@ -142,6 +147,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub kafka_home: Option<PathBuf>,
 }
+
+/// The queue workload's `--focus` when none is given: half the writes go to the partition
+/// the faults aim at, a quarter to each of the default run's two others
+/// (docs/detection.md, "Writes aimed at the faulted partition").
+pub const DEFAULT_FOCUS: f64 = 0.5;
 
 /// Parses `key=value`.
 pub fn parse_setting(s: &str) -> Result<(String, String), String> {
@@ -211,6 +221,16 @@ impl RunArgs {
             client,
             concurrency: self.concurrency,
             rate: self.rate,
+            focus: match (self.workload.as_str(), self.focus) {
+                ("queue", focus) => focus.unwrap_or(DEFAULT_FOCUS),
+                (_, None) => 0.0,
+                (other, Some(_)) => {
+                    return Err(format!(
+                        "--focus is for the queue workload: --workload {other} chooses its \
+                         partitions itself"
+                    ))
+                }
+            },
             acks: self.acks.clone(),
             topic: "t0".into(),
             partitions: self.partitions,
@@ -683,13 +703,14 @@ pub(crate) fn execute_run(
 pub fn describe(config: &RunConfig, run_dir: &RunDir, target_flags: &str) -> Vec<String> {
     let mut lines = vec![format!("seed={}", config.seed)];
     lines.push(format!(
-        "name={} time_limit_s={} nodes={} concurrency={} rate={} acks={} topic={} partitions={} \
-         replication_factor={} recovery_time_limit_s={} final_time_limit_s={}",
+        "name={} time_limit_s={} nodes={} concurrency={} rate={} focus={} acks={} topic={} \
+         partitions={} replication_factor={} recovery_time_limit_s={} final_time_limit_s={}",
         config.name,
         config.time_limit_s,
         config.nodes,
         config.concurrency,
         config.rate,
+        config.focus,
         config.acks,
         config.topic,
         config.partitions,

@@ -89,6 +89,11 @@ pub struct RunConfig {
     pub concurrency: usize,
     /// Ops per second over all workers (0 = unlimited).
     pub rate: f64,
+    /// `--focus`: the share of the queue workload's rate and workers given to
+    /// [`RunConfig::fault_key`], the partition the faults aim at; the other partitions share
+    /// the rest alike. 0: every partition alike (runs stored without the field ran so).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub focus: f64,
     /// Producer acks: "0", "1" or "all".
     pub acks: String,
     /// The test topic.
@@ -151,6 +156,10 @@ pub struct RunConfig {
 /// `max.block.ms`.
 const TXN_END_ATTEMPTS_LIMIT: u32 = 10;
 
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
 fn one_end_attempt() -> u32 {
     1
 }
@@ -204,6 +213,12 @@ pub fn default_workload() -> String {
 }
 
 impl RunConfig {
+    /// The partition the random schedule's partition-relative faults aim at (the shipped
+    /// plans name it too), and the one `--focus` gives its share of the writes: `t0/0`.
+    pub fn fault_key(&self) -> String {
+        format!("{}/0", self.topic)
+    }
+
     /// The keys of the test topic: `t0/0 .. t0/{partitions-1}`.
     pub fn keys(&self) -> Vec<String> {
         (0..self.partitions)
@@ -293,6 +308,20 @@ impl RunConfig {
             return Err(format!(
                 "--concurrency {} must be between 1 and {CONCURRENCY_MAX}",
                 self.concurrency
+            ));
+        }
+        if !(0.0..1.0).contains(&self.focus) {
+            return Err(format!(
+                "--focus {} must be at least 0 and below 1 (the share of the writes given to \
+                 {}; the other partitions keep the rest)",
+                self.focus,
+                self.fault_key()
+            ));
+        }
+        if self.focus != 0.0 && self.workload != "queue" {
+            return Err(format!(
+                "--focus is for the queue workload: --workload {} chooses its partitions itself",
+                self.workload
             ));
         }
         if !matches!(self.workload.as_str(), "queue" | "group" | "txn") {
@@ -475,6 +504,9 @@ impl RunConfig {
         };
         if self.workload != "queue" {
             flag(&mut args, "--workload", self.workload.clone());
+        } else {
+            // Spelled out even at 0: without it the command would run the default focus.
+            flag(&mut args, "--focus", self.focus.to_string());
         }
         if !is_default_system(&self.system) {
             flag(&mut args, "--system", self.system.clone());
@@ -559,6 +591,7 @@ pub(crate) fn example() -> RunConfig {
         client: "http".into(),
         concurrency: 10,
         rate: 200.0,
+        focus: 0.0,
         acks: "all".into(),
         topic: "t0".into(),
         partitions: 3,
@@ -733,6 +766,37 @@ mod tests {
             .overlay(unknown.as_object().unwrap())
             .unwrap_err()
             .contains("speed"));
+    }
+
+    #[test]
+    fn focus_is_a_share_below_one_of_the_queue_workload_and_spelled_out_for_it() {
+        let mut c = example();
+        assert!(
+            c.command_line().contains(" --focus 0 "),
+            "{}",
+            c.command_line()
+        );
+        c.focus = 0.5;
+        c.validate().unwrap();
+        assert!(c.command_line().contains(" --focus 0.5 "));
+        assert_eq!(c.fault_key(), "t0/0");
+        for bad in [1.0, 1.5, -0.1, f64::NAN] {
+            c.focus = bad;
+            let e = c.validate().unwrap_err();
+            assert!(e.contains("--focus") && e.contains("t0/0"), "{bad}: {e}");
+        }
+        c.focus = 0.5;
+        c.workload = "group".into();
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("--focus is for the queue workload"), "{e}");
+        // Other workloads never spell it (their command would be refused with it).
+        c.focus = 0.0;
+        assert!(!c.command_line().contains("--focus"));
+        // A run stored before the field ran every partition alike.
+        let mut stored = serde_json::to_value(example()).unwrap();
+        stored.as_object_mut().unwrap().remove("focus");
+        let old: RunConfig = serde_json::from_value(stored).unwrap();
+        assert_eq!(old.focus, 0.0);
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub fn resolve_schedule(config: &RunConfig) -> Result<Value, String> {
                 config.nemesis_interval_s,
                 config.time_limit_s as f64,
                 &nodes,
-                &format!("{}/0", config.topic),
+                &config.fault_key(),
                 timeouts,
             )
             .map_err(|e| e.to_string())?

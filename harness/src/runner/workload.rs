@@ -9,6 +9,10 @@
 //! request it makes, so a worker that could touch every partition would sit in the timeout
 //! of a stalled one most of the time; with lanes, a paused or isolated leader slows only the
 //! workers of the partitions it leads, and every other partition keeps its throughput.
+//!
+//! With a **focus** (`--focus SHARE`, 0.5 by default), the partition the faults aim at is a
+//! lane of its own with that share of the rate and of the workers, so the faults meet writes
+//! in flight there; the other partitions split the rest alike ([`lane_plan`]).
 
 use super::config::RunConfig;
 use crate::recorder::Recorder;
@@ -78,6 +82,9 @@ pub struct WorkloadContext<C> {
     pub rate_ops: f64,
     /// Set to stop the workers after their current op.
     pub stop: Arc<AtomicBool>,
+    /// The partition given a share of the rate and workers of its own, and that share
+    /// (`--focus`); `None`: every partition alike.
+    pub focus: Option<(String, f64)>,
 }
 
 impl<C> Clone for WorkloadContext<C> {
@@ -90,6 +97,7 @@ impl<C> Clone for WorkloadContext<C> {
             values: self.values.clone(),
             rate_ops: self.rate_ops,
             stop: self.stop.clone(),
+            focus: self.focus.clone(),
         }
     }
 }
@@ -116,23 +124,69 @@ pub fn lane_keys(keys: &[String], workers: usize) -> Vec<Vec<String>> {
     out
 }
 
-/// The lanes of `concurrency` workers over the context's keys, each with its share of the
-/// rate (`rate_ops` x its keys / all keys).
-pub fn lanes<C>(ctx: &WorkloadContext<C>, concurrency: usize) -> Vec<Lane> {
-    let keys = &ctx.settings.keys;
-    lane_keys(keys, concurrency)
+/// How the workers and the rate are split: a lane's keys and share of the rate, and the
+/// lane of each worker (by worker number).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LanePlan {
+    /// Each lane's keys and its share of the rate (the shares add up to 1).
+    pub lanes: Vec<(Vec<String>, f64)>,
+    /// `worker_lane[w]`: the lane of worker `w`.
+    pub worker_lane: Vec<usize>,
+}
+
+/// The lanes of `workers` workers over `keys`. Without a focus (or with one key or one
+/// worker) every partition is alike: [`lane_keys`], worker `w` in lane `w % lanes`, each
+/// lane's rate share in proportion to its keys. With `focus = Some((key, share))` that key is
+/// a lane of its own with `share` of the rate and about `share` of the workers (at least
+/// one, and at least one left for the rest), and the other keys split the rest alike.
+pub fn lane_plan(keys: &[String], workers: usize, focus: Option<(&str, f64)>) -> LanePlan {
+    let even = |keys: &[String], workers: usize, rate_share: f64, first_lane: usize| {
+        let lanes: Vec<(Vec<String>, f64)> = lane_keys(keys, workers)
+            .into_iter()
+            .map(|lane| {
+                let share = rate_share * lane.len() as f64 / keys.len().max(1) as f64;
+                (lane, share)
+            })
+            .collect();
+        let worker_lane = (0..workers).map(|w| first_lane + w % lanes.len()).collect();
+        LanePlan { lanes, worker_lane }
+    };
+    let focused = focus.filter(|(key, share)| {
+        *share > 0.0 && workers >= 2 && keys.len() >= 2 && keys.iter().any(|k| k == key)
+    });
+    let Some((hot, share)) = focused else {
+        return even(keys, workers, 1.0, 0);
+    };
+    let hot_workers = ((share * workers as f64).round() as usize).clamp(1, workers - 1);
+    let others: Vec<String> = keys.iter().filter(|k| *k != hot).cloned().collect();
+    let rest = even(&others, workers - hot_workers, 1.0 - share, 1);
+    let mut lanes = vec![(vec![hot.to_string()], share)];
+    lanes.extend(rest.lanes);
+    let mut worker_lane = vec![0; hot_workers];
+    worker_lane.extend(rest.worker_lane);
+    LanePlan { lanes, worker_lane }
+}
+
+/// The lanes of `concurrency` workers over the context's keys ([`lane_plan`] with the
+/// context's focus), and each worker's lane.
+pub fn lanes<C>(ctx: &WorkloadContext<C>, concurrency: usize) -> (Vec<Lane>, Vec<usize>) {
+    let focus = ctx
+        .focus
+        .as_ref()
+        .map(|(key, share)| (key.as_str(), *share));
+    let plan = lane_plan(&ctx.settings.keys, concurrency, focus);
+    let lanes = plan
+        .lanes
         .into_iter()
-        .map(|lane| {
-            let share = lane.len() as f64 / keys.len().max(1) as f64;
-            Lane {
-                limiter: Arc::new(RateLimiter::new(ctx.rate_ops * share)),
-                settings: Arc::new(QueueSettings {
-                    keys: lane,
-                    ..(*ctx.settings).clone()
-                }),
-            }
+        .map(|(keys, share)| Lane {
+            limiter: Arc::new(RateLimiter::new(ctx.rate_ops * share)),
+            settings: Arc::new(QueueSettings {
+                keys,
+                ..(*ctx.settings).clone()
+            }),
         })
-        .collect()
+        .collect();
+    (lanes, plan.worker_lane)
 }
 
 /// A client op line with the given fields; index and time are set by the recorder.
@@ -193,12 +247,11 @@ pub fn spawn_workers<C: QueueClient>(
     ctx: &WorkloadContext<C>,
     concurrency: usize,
 ) -> Vec<tokio::task::JoinHandle<u64>> {
-    let lanes = lanes(ctx, concurrency);
-    (0..concurrency)
-        .map(|id| {
-            let lane = lanes[id % lanes.len()].clone();
-            tokio::spawn(worker(ctx.clone(), lane, id as u64))
-        })
+    let (lanes, worker_lane) = lanes(ctx, concurrency);
+    worker_lane
+        .into_iter()
+        .enumerate()
+        .map(|(id, lane)| tokio::spawn(worker(ctx.clone(), lanes[lane].clone(), id as u64)))
         .collect()
 }
 
@@ -275,6 +328,7 @@ impl Workload<'_> {
                 values: ValueSource::default(),
                 rate_ops: config.rate,
                 stop: self.stop.clone(),
+                focus: (config.focus > 0.0).then(|| (config.fault_key(), config.focus)),
             };
             return spawn_workers(&ctx, config.concurrency);
         }
@@ -412,6 +466,69 @@ mod tests {
         assert_eq!(lane_keys(&keys[..1], 4), vec![vec!["t0/0"]]);
     }
 
+    #[test]
+    fn a_focus_gives_its_partition_a_lane_with_its_share_and_the_rest_split_alike() {
+        let keys: Vec<String> = (0..3).map(|p| format!("t0/{p}")).collect();
+        let lanes = |plan: &LanePlan| -> Vec<(Vec<String>, f64)> { plan.lanes.clone() };
+        let owned = |k: &[&str]| k.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+        // Without a focus: as before, one lane per partition, worker w in lane w % 3.
+        let even = lane_plan(&keys, 10, None);
+        assert_eq!(
+            lanes(&even),
+            vec![
+                (owned(&["t0/0"]), 1.0 / 3.0),
+                (owned(&["t0/1"]), 1.0 / 3.0),
+                (owned(&["t0/2"]), 1.0 / 3.0)
+            ]
+        );
+        assert_eq!(even.worker_lane, vec![0, 1, 2, 0, 1, 2, 0, 1, 2, 0]);
+        // The default run: half the rate and five of ten workers on t0/0, a quarter each on
+        // the others (three workers and two).
+        let focused = lane_plan(&keys, 10, Some(("t0/0", 0.5)));
+        assert_eq!(
+            lanes(&focused),
+            vec![
+                (owned(&["t0/0"]), 0.5),
+                (owned(&["t0/1"]), 0.25),
+                (owned(&["t0/2"]), 0.25)
+            ]
+        );
+        assert_eq!(focused.worker_lane, vec![0, 0, 0, 0, 0, 1, 2, 1, 2, 1]);
+        // The shares always add up to the whole rate, and every lane has a worker.
+        for (workers, share) in [(2, 0.9), (3, 0.1), (7, 0.75), (100, 0.3)] {
+            let plan = lane_plan(&keys, workers, Some(("t0/0", share)));
+            let total: f64 = plan.lanes.iter().map(|(_, s)| s).sum();
+            assert!((total - 1.0).abs() < 1e-9, "{workers} {share}: {total}");
+            assert_eq!(plan.worker_lane.len(), workers);
+            for lane in 0..plan.lanes.len() {
+                assert!(
+                    plan.worker_lane.contains(&lane),
+                    "{workers} {share}: lane {lane}"
+                );
+            }
+        }
+        // Two workers over three partitions: one on t0/0, one for both others.
+        let two = lane_plan(&keys, 2, Some(("t0/0", 0.75)));
+        assert_eq!(
+            lanes(&two),
+            vec![(owned(&["t0/0"]), 0.75), (owned(&["t0/1", "t0/2"]), 0.25)]
+        );
+        assert_eq!(two.worker_lane, vec![0, 1]);
+        // Nothing to focus: one worker, one partition, or a key not in the topic.
+        assert_eq!(
+            lane_plan(&keys, 1, Some(("t0/0", 0.5))),
+            lane_plan(&keys, 1, None)
+        );
+        assert_eq!(
+            lane_plan(&keys[..1], 4, Some(("t0/0", 0.5))),
+            lane_plan(&keys[..1], 4, None)
+        );
+        assert_eq!(
+            lane_plan(&keys, 4, Some(("t9/0", 0.5))),
+            lane_plan(&keys, 4, None)
+        );
+    }
+
     /// Ops on `t0/0` hang until released, as against a paused leader; the rest answer at once.
     struct StalledPartitionClient {
         release: tokio::sync::Notify,
@@ -480,6 +597,7 @@ mod tests {
             values: ValueSource::default(),
             rate_ops: 0.0,
             stop: Arc::new(AtomicBool::new(false)),
+            focus: None,
         };
         let handles = spawn_workers(&ctx, 6);
         // Every worker that could reach t0/0 is stuck there by now or soon; the workers of
@@ -511,6 +629,48 @@ mod tests {
         recorder.close().unwrap();
     }
 
+    #[tokio::test]
+    async fn with_a_focus_its_partition_gets_its_share_of_the_ops() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::create(&dir.path().join("history.jsonl")).unwrap();
+        let client = Arc::new(StalledPartitionClient {
+            release: tokio::sync::Notify::new(),
+            released: AtomicBool::new(true),
+            done: Mutex::new(Default::default()),
+        });
+        let keys: Vec<String> = (0..3).map(|p| format!("t0/{p}")).collect();
+        let ctx = WorkloadContext {
+            client: client.clone(),
+            settings: Arc::new(QueueSettings::new(keys, "all")),
+            recorder: recorder.clone(),
+            seed: 9,
+            values: ValueSource::default(),
+            rate_ops: 2_000.0,
+            stop: Arc::new(AtomicBool::new(false)),
+            focus: Some(("t0/0".into(), 0.5)),
+        };
+        let handles = spawn_workers(&ctx, 10);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        ctx.stop.store(true, Ordering::Relaxed);
+        let ops: u64 = futures::future::join_all(handles)
+            .await
+            .into_iter()
+            .map(|h| h.unwrap())
+            .sum();
+        recorder.close().unwrap();
+        // The client's own count by partition: sends and polls (assignments touch none).
+        let done = client.done.lock().unwrap().clone();
+        let total: u64 = done.values().sum();
+        assert!(
+            total >= 1_000 && total <= ops,
+            "{total} of {ops} ops: {done:?}"
+        );
+        let share = |key: &str| done.get(key).copied().unwrap_or(0) as f64 / total as f64;
+        assert!((share("t0/0") - 0.5).abs() < 0.05, "{done:?}");
+        assert!((share("t0/1") - 0.25).abs() < 0.05, "{done:?}");
+        assert!((share("t0/2") - 0.25).abs() < 0.05, "{done:?}");
+    }
+
     #[test]
     fn rate_limiter_spaces_slots_by_the_interval() {
         let limiter = RateLimiter::new(10.0);
@@ -536,6 +696,7 @@ mod tests {
             values: ValueSource::default(),
             rate_ops: 0.0,
             stop: Arc::new(AtomicBool::new(false)),
+            focus: None,
         };
         let handles = spawn_workers(&ctx, 2);
         while recorder.counts().snapshot().2 < 20 {
