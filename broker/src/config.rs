@@ -100,6 +100,10 @@ pub struct Config {
     /// `eligible.leader.replicas.enable`: KIP-966 (eligible leader replicas, unclean shutdown
     /// detection, no HW advance below min ISR); `false` gives the older rules.
     pub eligible_leader_replicas_enable: bool,
+    /// `transaction.partition.verification.enable`: KIP-890 part 1, a partition leader asks
+    /// the transaction coordinator whether a transactional produce that would open a
+    /// transaction on the partition belongs to the producer's open transaction.
+    pub transaction_partition_verification_enable: bool,
     /// `log.message.timestamp.difference.max.ms`: a produced record whose timestamp is further
     /// than this from the leader's clock is refused with INVALID_TIMESTAMP (topic:
     /// `message.timestamp.difference.max.ms`). Kafka's default, `i64::MAX`, accepts any.
@@ -178,6 +182,7 @@ impl Default for Config {
             min_insync_replicas: 1,
             unclean_leader_election_enable: false,
             eligible_leader_replicas_enable: true,
+            transaction_partition_verification_enable: true,
             log_message_timestamp_difference_max_ms: i64::MAX,
             replica_lag_time_max_ms: 30_000,
             replica_fetch_wait_max_ms: 500,
@@ -243,6 +248,7 @@ pub const SETTINGS: &[Setting] = &[
     setting("min.insync.replicas", "1", "With acks=all, produce fails with NOT_ENOUGH_REPLICAS while the ISR is smaller than this."),
     setting("unclean.leader.election.enable", "false", "Elect an out-of-sync replica when no ISR member is alive (may lose acknowledged records)."),
     setting("eligible.leader.replicas.enable", "true", "KIP-966: a replica that leaves an ISR smaller than `min.insync.replicas` stays eligible to lead (ELR), the leader does not advance the HW while the ISR is below `min.insync.replicas`, and a broker that restarts without a clean shutdown leaves every ISR and ELR. `false` restores the rules before KIP-966: the last ISR member leads again after any restart, so a leader that lost unflushed records (power loss) can take acknowledged records with it."),
+    setting("transaction.partition.verification.enable", "true", "KIP-890 part 1 (Kafka 3.6+): the first transactional batch a producer sends to a partition where it has no transaction open is appended only if the transaction coordinator confirms the partition is in the producer's open transaction; otherwise INVALID_TXN_STATE (a late produce of an ended transaction), or NOT_ENOUGH_REPLICAS when the coordinator cannot answer (retriable). `false` takes such a batch as the start of a transaction, as Kafka before 3.6 did."),
     setting("log.message.timestamp.difference.max.ms", "9223372036854775807", "Refuse (INVALID_TIMESTAMP, nothing written) a produce whose record timestamp is further than this from the leader's clock, either way (topic override: `message.timestamp.difference.max.ms`). Kafka's default accepts any timestamp; a bound keeps far-future timestamps from pinning segments against `log.retention.ms`."),
     setting("replica.lag.time.max.ms", "30000", "A follower that has not caught up for this long is removed from the ISR."),
     setting("replica.fetch.wait.max.ms", "500", "Long-poll bound of a follower's fetch."),
@@ -623,6 +629,9 @@ impl Config {
             }
             "eligible.leader.replicas.enable" => {
                 self.eligible_leader_replicas_enable = parse_bool(name, value)?
+            }
+            "transaction.partition.verification.enable" => {
+                self.transaction_partition_verification_enable = parse_bool(name, value)?
             }
             "log.message.timestamp.difference.max.ms" => {
                 self.log_message_timestamp_difference_max_ms = parse_bounded(name, value)?

@@ -191,7 +191,8 @@ impl From<LogError> for ApiError {
             LogError::Producer(error) => {
                 let kind = match error {
                     ProducerError::InvalidProducerEpoch { .. } => ErrorKind::InvalidProducerEpoch,
-                    ProducerError::OutsideTransaction { .. } => ErrorKind::InvalidTxnState,
+                    ProducerError::OutsideTransaction { .. }
+                    | ProducerError::NotVerified { .. } => ErrorKind::InvalidTxnState,
                     ProducerError::OutOfOrderSequence { .. } => ErrorKind::OutOfOrderSequenceNumber,
                     ProducerError::CoordinatorFenced { .. } => {
                         ErrorKind::TransactionCoordinatorFenced

@@ -10,6 +10,7 @@ use crate::broker::Broker;
 use crate::controller::protocol::CreateTopicRequest;
 use crate::error::{ApiError, ErrorKind};
 use crate::replication::produce::ProduceOptions;
+use crate::storage::producer_state::Verification;
 use crate::storage::{ProducerStamp, Record, StoredRecord};
 use crate::topics::TopicMeta;
 
@@ -231,6 +232,7 @@ impl InternalTopic {
                     min_insync_replicas,
                     leader_epoch: None,
                     producer,
+                    verification: Verification::Off,
                 };
                 cluster
                     .produce_with(self.name, partition, records, options)
@@ -242,7 +244,7 @@ impl InternalTopic {
                 .partition(self.name, partition)
                 .and_then(|log| {
                     crate::ops::run_maybe_blocking(true, || {
-                        log.append_from_producer(records, None, producer)
+                        log.append_from_producer(records, None, producer, Verification::Off)
                     })
                     .map(|appended| appended.base_offset)
                     .map_err(ApiError::from)

@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::watch;
 
+use crate::storage::producer_state::Verification;
 use crate::storage::{Log, LogConfig, LogError, ProducerStamp, Record, StoredRecord};
 
 /// Which records a fetch may see.
@@ -209,17 +210,19 @@ impl Partition {
         records: Vec<Record>,
         min_insync_replicas: Option<u16>,
     ) -> Result<Appended, AppendError> {
-        self.append_from_producer(records, min_insync_replicas, None)
+        self.append_from_producer(records, min_insync_replicas, None, Verification::Off)
     }
 
     /// [`Partition::append`] of an idempotent producer's batch (`producer`): a retry of a
     /// batch the log holds is answered with its offsets, a fenced epoch or a sequence out of
-    /// order refused ([`Log::append_from_producer`]).
+    /// order refused, and a transactional batch checked against `verification`
+    /// ([`Log::append_verified`]).
     pub fn append_from_producer(
         &self,
         records: Vec<Record>,
         min_insync_replicas: Option<u16>,
         producer: Option<ProducerStamp>,
+        verification: Verification,
     ) -> Result<Appended, AppendError> {
         let mut state = self.lock();
         if let Some(min_insync_replicas) = min_insync_replicas {
@@ -231,7 +234,9 @@ impl Partition {
             }
         }
         let epoch = state.leader_epoch;
-        let appended = state.log.append_from_producer(records, epoch, producer)?;
+        let appended = state
+            .log
+            .append_verified(records, epoch, producer, verification)?;
         let (base_offset, last_offset) = (appended.base_offset, appended.last_offset);
         let log_end_offset = state.log.log_end_offset();
         if appended.duplicate.is_some() {

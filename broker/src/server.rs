@@ -119,7 +119,7 @@ pub async fn run_with_kafka(
         };
         tokio::spawn(crate::kafka::serve(listener, context, limits.clone()))
     });
-    let app = crate::http::routes::router(broker.clone(), coordinator);
+    let app = crate::http::routes::router(broker.clone(), coordinator, transactions.clone());
     crate::http::serve(listener, app, limits, async move {
         shutdown.await;
         let _ = stop.send(true);

@@ -936,3 +936,160 @@ async fn transactions_survive_a_coordinator_failover() {
         "{values:?}"
     );
 }
+
+/// KIP-890 part 1 (`transaction.partition.verification.enable`, on by default as in Kafka
+/// 3.6+): the leader of a partition asks the producer's transaction coordinator, here another
+/// broker reached over `/internal/v1/txn-verify`, before it lets a transactional batch open a
+/// transaction. A batch for a partition never added is INVALID_TXN_STATE and not written;
+/// once added it is taken; after the transaction is aborted, a late batch of it (the same
+/// producer and epoch, as a retry over another connection would arrive) is INVALID_TXN_STATE
+/// and read by nobody, where a broker without the check takes it into a transaction the
+/// coordinator never heard of (docs/real-kafka.md: the companion's aborted read of
+/// 2026-12-07).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_transactional_produce_is_refused_after_the_leader_asks_the_coordinator() {
+    const INVALID_TXN_STATE: i16 = 48;
+    let cluster = Cluster::start();
+    let controller = Client::new(&cluster.controller.url);
+    let started = Instant::now();
+    loop {
+        let (_, metadata) = controller.get("/v1/metadata").await;
+        let live = metadata["brokers"]
+            .as_array()
+            .map_or(0, |b| b.iter().filter(|b| b["fenced"] == false).count());
+        if live == 3 {
+            break;
+        }
+        assert!(started.elapsed() < CONVERGENCE_MAX, "brokers: {metadata}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Client::new(&cluster.broker(1).url)
+        .create_topic("late", 1, json!({}))
+        .await;
+    let leader = cluster.leader("late", None, 3).await;
+    // A transactional id coordinated by another broker than the leader, so the leader's
+    // question crosses the network.
+    let txn = (0..50)
+        .map(|i| format!("tx-late-{i}"))
+        .find(|id| txn_coordinator(&cluster, 1, id, None) != leader)
+        .expect("some id is coordinated elsewhere");
+    let coordinator = txn_coordinator(&cluster, 1, &txn, None);
+    let id = || Some(TransactionalId(StrBytes::from_string(txn.clone())));
+    let mut first = None;
+    until_settled("init", || {
+        let answer: InitProducerIdResponse = call(
+            &mut connect(&cluster.kafka(coordinator)),
+            ApiKey::InitProducerId,
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(id())
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        );
+        let code = answer.error_code;
+        first = Some(answer);
+        code
+    });
+    let first = first.unwrap();
+    let (producer_id, epoch) = (first.producer_id.0, first.producer_epoch);
+    let add = || -> i16 {
+        let answer: AddPartitionsToTxnResponse = call(
+            &mut connect(&cluster.kafka(coordinator)),
+            ApiKey::AddPartitionsToTxn,
+            3,
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(id().unwrap())
+                .with_v3_and_below_producer_id(ProducerId(producer_id))
+                .with_v3_and_below_producer_epoch(epoch)
+                .with_v3_and_below_topics(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str("late")))
+                        .with_partitions(vec![0]),
+                ]),
+        );
+        answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+    };
+    let produce_txn = |sequence: i32, value: &str| -> (i16, i64, String) {
+        let batch = transactional_batch(producer_id, epoch, sequence, &[value]);
+        let request = ProduceRequest::default()
+            .with_transactional_id(id())
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("late")))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch))])]);
+        let answer: ProduceResponse = call(
+            &mut connect(&cluster.kafka(leader)),
+            ApiKey::Produce,
+            9,
+            &request,
+        );
+        let p = &answer.responses[0].partition_responses[0];
+        let message = p
+            .error_message
+            .as_ref()
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_default();
+        (p.error_code, p.base_offset, message)
+    };
+    let values = || -> Vec<String> {
+        let (records, _) = fetch_all(&mut connect(&cluster.kafka(leader)), "late", 0);
+        records.into_iter().map(|r| r.1).collect()
+    };
+
+    // Never added: the coordinator holds no such partition in the producer's transaction.
+    let (code, _, message) = produce_txn(0, "never-added");
+    assert_eq!(code, INVALID_TXN_STATE, "{message}");
+    assert!(
+        message.contains("Partition was not added to the transaction"),
+        "{message}"
+    );
+    assert!(values().is_empty(), "nothing written: {:?}", values());
+
+    // Added, then produced: taken, and the next batch of the open transaction too.
+    until_settled("add", add);
+    assert_eq!(produce_txn(0, "a0").0, 0);
+    assert_eq!(produce_txn(1, "a1").0, 0);
+    let end: EndTxnResponse = call(
+        &mut connect(&cluster.kafka(coordinator)),
+        ApiKey::EndTxn,
+        3,
+        &EndTxnRequest::default()
+            .with_transactional_id(id().unwrap())
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(epoch)
+            .with_committed(false),
+    );
+    assert_eq!(end.error_code, 0);
+    let started = Instant::now();
+    loop {
+        let (_, lso, aborted) = fetch_committed(&mut connect(&cluster.kafka(leader)), "late");
+        if lso == 3 {
+            assert_eq!(aborted, [(producer_id, 0)]);
+            break;
+        }
+        assert!(
+            started.elapsed() < CONVERGENCE_MAX,
+            "the abort marker never landed: {lso}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The late batch of the aborted transaction: refused, not written, read by nobody.
+    let (code, _, message) = produce_txn(2, "late");
+    assert_eq!(code, INVALID_TXN_STATE, "{message}");
+    // (READ_UNCOMMITTED: the aborted records and the abort marker's control record.)
+    let all = values();
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert_eq!(all[..2], ["a0", "a1"]);
+    assert!(
+        !all.iter().any(|v| v == "late"),
+        "the late batch is not in the log: {all:?}"
+    );
+    let (read, lso, _) = fetch_committed(&mut connect(&cluster.kafka(leader)), "late");
+    assert!(read.is_empty(), "{read:?}");
+    assert_eq!(lso, 3, "no transaction holds the last stable offset");
+}

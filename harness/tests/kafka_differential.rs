@@ -871,6 +871,30 @@ fn probe_transactions(system: &mut System, any: &str) {
         retried(&|| end(false).error_code),
     );
     system.record_errors("txn_commit_after_abort", &end(true));
+    // A late transactional batch of the aborted transaction (KIP-890 part 1: the leader asks
+    // the coordinator, which holds no partition for it now): refused, nothing written.
+    let (leader, _) = system.leader(TOPIC, 0);
+    let at_leader = system.broker(leader).to_string();
+    let late = Record {
+        transactional: true,
+        producer_id: producer_id.0,
+        producer_epoch: epoch,
+        sequence: 0,
+        ..record_of("late", 0, 0)
+    };
+    let produced: ProduceResponse = call(
+        &at_leader,
+        ApiKey::Produce,
+        9,
+        &produce(TOPIC, 0, -1, encode(&[late]))
+            .with_transactional_id(Some(TransactionalId(text(TXN_ID)))),
+    );
+    system.record_errors("txn_produce_after_abort", &produced);
+    assert_eq!(
+        produced.responses[0].partition_responses[0].error_code, 48,
+        "{}: {produced:?}",
+        system.label
+    );
 }
 
 /// WriteTxnMarkers, as a transaction coordinator sends it to partition leaders, on a topic
@@ -923,6 +947,29 @@ fn probe_markers(system: &mut System, any: &str, timestamp_base: i64) {
     let granted = granted.into_inner().expect("an answer");
     assert_eq!(code, 0, "{}: {granted:?}", system.label);
     let (producer_id, producer_epoch) = (granted.producer_id, granted.producer_epoch);
+    // First a transactional batch for the partition before it is added: the leader's
+    // verification with the coordinator refuses it (KIP-890 part 1), nothing written.
+    let not_added = Record {
+        transactional: true,
+        producer_id: producer_id.0,
+        producer_epoch,
+        sequence: 0,
+        ..record_of("early", 0, timestamp_base)
+    };
+    let refused: ProduceResponse = call(
+        &at_leader,
+        ApiKey::Produce,
+        9,
+        &produce(MARKERS, 0, -1, encode(&[not_added]))
+            .with_transactional_id(Some(TransactionalId(text(TXN_ID)))),
+    );
+    system.record_errors("markers_produce_not_added", &refused);
+    // Both refuse it with INVALID_TXN_STATE (checked, not only compared).
+    assert_eq!(
+        refused.responses[0].partition_responses[0].error_code, 48,
+        "{}: {refused:?}",
+        system.label
+    );
     let added: AddPartitionsToTxnResponse = call(
         &coordinator,
         ApiKey::AddPartitionsToTxn,

@@ -24,6 +24,8 @@ pub enum ErrorCode {
     MessageTooLarge,
     /// Commit metadata longer than `offset.metadata.max.bytes`.
     OffsetMetadataTooLarge,
+    /// A broker-to-broker request got no answer (the connection failed or timed out).
+    NetworkException,
     /// The coordinator is still loading the group's offsets.
     CoordinatorLoadInProgress,
     /// The group's offsets partition has no leader, or a store failed.
@@ -110,11 +112,15 @@ pub enum ErrorCode {
     ProducerFenced,
     /// A malformed record batch.
     InvalidRecord,
+    /// The transaction cannot go on, but the producer may abort it and continue (KIP-890:
+    /// the coordinator's answer when a partition leader verifies a partition the
+    /// transaction does not hold).
+    TransactionAbortable,
 }
 
 impl ErrorCode {
     /// Every code, in the order of their numbers.
-    pub const ALL: [ErrorCode; 50] = [
+    pub const ALL: [ErrorCode; 52] = [
         ErrorCode::UnknownServerError,
         ErrorCode::OffsetOutOfRange,
         ErrorCode::CorruptMessage,
@@ -124,6 +130,7 @@ impl ErrorCode {
         ErrorCode::RequestTimedOut,
         ErrorCode::MessageTooLarge,
         ErrorCode::OffsetMetadataTooLarge,
+        ErrorCode::NetworkException,
         ErrorCode::CoordinatorLoadInProgress,
         ErrorCode::CoordinatorNotAvailable,
         ErrorCode::NotCoordinator,
@@ -165,6 +172,7 @@ impl ErrorCode {
         ErrorCode::InvalidRecord,
         ErrorCode::UnstableOffsetCommit,
         ErrorCode::ProducerFenced,
+        ErrorCode::TransactionAbortable,
     ];
 
     /// Kafka's name of the code: `NOT_ENOUGH_REPLICAS`.
@@ -179,6 +187,7 @@ impl ErrorCode {
             ErrorCode::RequestTimedOut => "REQUEST_TIMED_OUT",
             ErrorCode::MessageTooLarge => "MESSAGE_TOO_LARGE",
             ErrorCode::OffsetMetadataTooLarge => "OFFSET_METADATA_TOO_LARGE",
+            ErrorCode::NetworkException => "NETWORK_EXCEPTION",
             ErrorCode::CoordinatorLoadInProgress => "COORDINATOR_LOAD_IN_PROGRESS",
             ErrorCode::CoordinatorNotAvailable => "COORDINATOR_NOT_AVAILABLE",
             ErrorCode::NotCoordinator => "NOT_COORDINATOR",
@@ -222,6 +231,7 @@ impl ErrorCode {
             ErrorCode::MemberIdRequired => "MEMBER_ID_REQUIRED",
             ErrorCode::ProducerFenced => "PRODUCER_FENCED",
             ErrorCode::InvalidRecord => "INVALID_RECORD",
+            ErrorCode::TransactionAbortable => "TRANSACTION_ABORTABLE",
         }
     }
 
@@ -237,6 +247,7 @@ impl ErrorCode {
             ErrorCode::RequestTimedOut => 7,
             ErrorCode::MessageTooLarge => 10,
             ErrorCode::OffsetMetadataTooLarge => 12,
+            ErrorCode::NetworkException => 13,
             ErrorCode::CoordinatorLoadInProgress => 14,
             ErrorCode::CoordinatorNotAvailable => 15,
             ErrorCode::NotCoordinator => 16,
@@ -278,6 +289,7 @@ impl ErrorCode {
             ErrorCode::MemberIdRequired => 79,
             ErrorCode::ProducerFenced => 90,
             ErrorCode::InvalidRecord => 87,
+            ErrorCode::TransactionAbortable => 120,
         }
     }
 

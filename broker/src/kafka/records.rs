@@ -45,7 +45,9 @@ use crate::ops::offsets::{
     epoch_at, offset_for_timestamp, TimestampSearch,
 };
 use crate::ops::produce::{produce_records, Acks, ProduceInput};
+use crate::ops::txn_verify::verify_produce;
 use crate::partition::{Isolation, PartitionOffsets};
+use crate::storage::producer_state::Verification;
 use crate::storage::{ProducerStamp, Record, StampKind, StoredRecord};
 use tidewater_kafka_model::ErrorCode;
 
@@ -232,6 +234,11 @@ pub async fn produce(
     let acks = acks_of(body.acks);
     let timeout_ms = u64::try_from(body.timeout_ms).unwrap_or(0);
     let transactional = body.transactional_id.is_some();
+    let transactional_id: Option<String> = body
+        .transactional_id
+        .as_ref()
+        .map(|id| id.0.as_str().to_string());
+    let transactional_id = transactional_id.as_deref();
     let broker = &context.broker;
     let mut topics = Vec::with_capacity(body.topic_data.len());
     for topic in &body.topic_data {
@@ -298,6 +305,24 @@ pub async fn produce(
                         "transactional records in a produce without a transactional id".into(),
                     );
                 }
+                // KIP-890 part 1: a transactional batch that would open a transaction here is
+                // checked with the producer's coordinator first.
+                let verification = match (producer, transactional_id) {
+                    (Some(stamp), Some(id)) => {
+                        match verify_produce(broker, &context.transactions, id, &name, index, stamp)
+                            .await
+                        {
+                            Ok(verification) => verification,
+                            Err(unverified) => {
+                                let code = unverified.code.code();
+                                return fail(code, unverified.message).with_log_start_offset(
+                                    failed_log_start(version, code, log_start),
+                                );
+                            }
+                        }
+                    }
+                    _ => Verification::Off,
+                };
                 let input = ProduceInput {
                     acks,
                     timeout_ms,
@@ -305,6 +330,7 @@ pub async fn produce(
                     records: records_vec,
                     batch_bytes: records.len() as u64,
                     producer,
+                    verification,
                 };
                 match produce_records(broker, &name, index, input).await {
                     Ok(produced) => answer

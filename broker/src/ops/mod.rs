@@ -18,6 +18,8 @@
 //! - [`topics`]: create, describe, list and delete topics.
 //! - [`replica_log`]: one replica's own log, any role, in pages (the harness compares them).
 //! - [`cluster`]: metadata, the status of local replicas, the metrics text.
+//! - [`txn_markers`], [`txn_verify`]: the coordinator's markers to partition leaders, and the
+//!   leaders' verification of a transactional produce with the coordinator (KIP-890 part 1).
 //!
 //! Consumer groups have their operations in [`crate::group`] (the coordinator).
 
@@ -29,6 +31,7 @@ pub mod producer_ids;
 pub mod replica_log;
 pub mod topics;
 pub mod txn_markers;
+pub mod txn_verify;
 
 use crate::broker::Broker;
 use crate::error::{ApiError, ErrorKind};

@@ -13,6 +13,7 @@ use crate::broker::Broker;
 use crate::error::{ApiError, ErrorKind};
 use crate::metrics::Metrics;
 use crate::partition::Partition;
+use crate::storage::producer_state::Verification;
 use crate::storage::{LogConfig, ProducerStamp, Record};
 use crate::topics::{validate_topic_name, Topic, TopicMeta};
 
@@ -184,6 +185,8 @@ pub struct ProduceBatch {
     /// The idempotent producer's stamp of the batch (Kafka listener only), checked against the
     /// producer's state in the log before the append.
     pub producer: Option<ProducerStamp>,
+    /// KIP-890's check of a transactional batch ([`crate::ops::txn_verify`]).
+    pub verification: Verification,
 }
 
 /// Appends a validated batch to `target`: the leader path in a cluster, the local log alone.
@@ -212,6 +215,7 @@ pub async fn produce(
                 min_insync_replicas,
                 leader_epoch: batch.leader_epoch,
                 producer: batch.producer,
+                verification: batch.verification,
             };
             let appended = cluster
                 .produce_with(&topic.name, partition.partition, batch.records, options)
@@ -281,6 +285,7 @@ pub async fn produce_records(
         timeout_ms: input.timeout_ms,
         records: input.records,
         producer: input.producer,
+        verification: input.verification,
     };
     produce(broker, &target, batch).await
 }
@@ -320,6 +325,9 @@ pub struct ProduceInput {
     pub batch_bytes: u64,
     /// The idempotent producer's id, epoch and base sequence from the batch header, if any.
     pub producer: Option<ProducerStamp>,
+    /// KIP-890's check of a transactional batch: the guard of its verification with the
+    /// coordinator ([`crate::ops::txn_verify::verify_produce`]), or `Off`.
+    pub verification: Verification,
 }
 
 /// The answer to a produce: offsets and HW, or nulls with acks=0.
@@ -359,9 +367,9 @@ async fn append_standalone(
     // A topic with `flush.messages` set may fsync inside the append, holding the partition lock
     // for milliseconds: run it off the async worker so other requests are not stalled.
     let may_fsync = log_config.flush_messages != crate::storage::FLUSH_MESSAGES_NEVER;
-    let (records, producer) = (batch.records, batch.producer);
+    let (records, producer, verification) = (batch.records, batch.producer, batch.verification);
     let appended = super::run_maybe_blocking(may_fsync, || {
-        partition.append_from_producer(records, required, producer)
+        partition.append_from_producer(records, required, producer, verification)
     })?;
     let mut high_watermark = appended.offsets.high_watermark;
     if batch.acks == Acks::All && high_watermark <= appended.last_offset {

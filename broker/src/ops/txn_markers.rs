@@ -87,6 +87,8 @@ pub async fn write_markers(broker: &Broker, marker: TxnMarker) -> Vec<MarkerResu
             records: vec![record],
             batch_bytes: 0,
             producer: Some(stamp),
+            // Markers come from the coordinator, which needs no verification.
+            verification: crate::storage::producer_state::Verification::Off,
         };
         let result = produce_records(broker, &topic, index, input)
             .await

@@ -9,6 +9,7 @@ use super::manager::ReplicaManager;
 use super::replica::{advance_leader_hw, Role};
 use crate::bugs::Bug;
 use crate::error::{ApiError, ErrorKind};
+use crate::storage::producer_state::Verification;
 use crate::storage::{ProducerStamp, Record};
 
 /// A replicated append's result.
@@ -44,6 +45,8 @@ pub struct ProduceOptions {
     pub leader_epoch: Option<u32>,
     /// The idempotent producer's stamp of the batch, if it has one.
     pub producer: Option<ProducerStamp>,
+    /// KIP-890's check of a transactional batch (the Kafka listener's produce).
+    pub verification: Verification,
 }
 
 impl ReplicaManager {
@@ -63,6 +66,7 @@ impl ReplicaManager {
             min_insync_replicas,
             leader_epoch: None,
             producer: None,
+            verification: Verification::Off,
         };
         self.produce_with(topic, partition, records, options).await
     }
@@ -86,6 +90,7 @@ impl ReplicaManager {
             min_insync_replicas,
             leader_epoch: client_epoch,
             producer,
+            verification,
         } = options;
         let replica = self
             .replica(topic, partition)
@@ -114,9 +119,9 @@ impl ReplicaManager {
             // A retry of a batch the log holds (appended here or replicated from an earlier
             // leader) is answered with the original's offsets: with acks=all it still waits
             // for the HW to pass them, as Kafka's delayed produce does.
-            let appended = log
-                .log
-                .append_from_producer(records, leader_epoch, producer)?;
+            let appended =
+                log.log
+                    .append_verified(records, leader_epoch, producer, verification)?;
             if appended.duplicate.is_none() {
                 advance_leader_hw(state, &mut log);
                 replica.publish(&log);

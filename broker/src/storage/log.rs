@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use super::batch::{self, BatchEncoder, BatchHeader};
 use super::checkpoint::{self, sync_dir};
 use super::epoch::LeaderEpochCache;
-use super::producer_state::{ProducerCheck, ProducerStates};
+use super::producer_state::{ProducerCheck, ProducerStates, Verification};
 use super::segment::{self, Segment};
 use super::{Batch, LogConfig, LogError, ProducerStamp, Record, StoredRecord};
 
@@ -190,6 +190,20 @@ impl Log {
         leader_epoch: u32,
         producer: Option<ProducerStamp>,
     ) -> Result<LogAppend, LogError> {
+        self.append_verified(records, leader_epoch, producer, Verification::Off)
+    }
+
+    /// [`Log::append_from_producer`] of a client's produce under KIP-890's verification: a
+    /// transactional batch that would open a transaction here needs the producer's current
+    /// guard ([`ProducerStates::check_verification`]). A retry of a batch the log holds is
+    /// still answered as a duplicate first, as Kafka's order of checks has it.
+    pub fn append_verified(
+        &mut self,
+        records: Vec<Record>,
+        leader_epoch: u32,
+        producer: Option<ProducerStamp>,
+        verification: Verification,
+    ) -> Result<LogAppend, LogError> {
         self.ensure_live()?;
         if records.is_empty() {
             return Err(LogError::InvalidRecord(
@@ -198,11 +212,15 @@ impl Log {
         }
         if let Some(stamp) = producer {
             let count = u32::try_from(records.len()).unwrap_or(u32::MAX);
+            let checked = self.producers.check(stamp, count);
+            if !matches!(checked, Ok(ProducerCheck::Duplicate { .. })) {
+                self.producers.check_verification(stamp, verification)?;
+            }
             if let ProducerCheck::Duplicate {
                 base_offset,
                 last_offset,
                 max_timestamp_ms,
-            } = self.producers.check(stamp, count)?
+            } = checked?
             {
                 assert!(
                     last_offset < self.log_end_offset,
@@ -253,6 +271,14 @@ impl Log {
             last_offset: self.log_end_offset - 1,
             duplicate: None,
         })
+    }
+
+    /// Starts the verification of `producer_id`'s transactional batch here
+    /// ([`ProducerStates::start_verification`]): the guard to append it with once the
+    /// coordinator says the partition is in the producer's transaction, `None` when none is
+    /// needed.
+    pub fn start_verification(&mut self, producer_id: i64) -> Option<u64> {
+        self.producers.start_verification(producer_id)
     }
 
     /// The producers' state as the log holds it now.
@@ -776,7 +802,8 @@ impl Log {
         }
         // Kafka reloads the producers' state after a truncation; here it is rebuilt from what
         // is left, so a follower forgets the batches it lost with the truncated suffix.
-        self.producers = self.rebuild_producers();
+        let rebuilt = self.rebuild_producers();
+        self.producers = ProducerStates::keep_verifications_of(rebuilt, &self.producers);
         Ok(())
     }
 
@@ -1377,6 +1404,103 @@ mod tests {
         let (records, abort) = marker(false, 5);
         let taken = log.append_from_producer(records, 0, abort).unwrap();
         assert_eq!(taken.base_offset, 3);
+    }
+
+    /// KIP-890 part 1 on one log: a transactional batch that would open a transaction needs
+    /// the producer's current guard; once the transaction is open none is needed; a marker
+    /// spends a pending guard (the race Kafka's unique guard closes: a verification that an
+    /// abort overtook lets the late batch in no more); a retry of a batch the log holds is
+    /// still a duplicate; with verification off the late batch opens a transaction, as
+    /// before Kafka 3.6.
+    #[test]
+    fn a_transactional_batch_opens_a_transaction_only_with_a_current_verification_guard() {
+        use crate::storage::producer_state::Verification;
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        let transactional = |sequence| ProducerStamp {
+            kind: crate::storage::StampKind::Transactional,
+            ..stamp(7, 0, sequence)
+        };
+        let unverified = |log: &mut Log, sequence: i32, guard| {
+            log.append_verified(
+                vec![record("late", 1000)],
+                0,
+                Some(transactional(sequence)),
+                Verification::Guard(guard),
+            )
+            .unwrap_err()
+        };
+        let not_verified = |e: &LogError| {
+            matches!(
+                e,
+                LogError::Producer(ProducerError::NotVerified { producer_id: 7 })
+            )
+        };
+        // No guard at all, or a guard that is not the producer's: refused, nothing written.
+        assert!(not_verified(&unverified(&mut log, 0, None)));
+        let guard = log.start_verification(7).expect("no transaction is open");
+        assert!(not_verified(&unverified(&mut log, 0, Some(guard + 1))));
+        assert_eq!(log.log_end_offset(), 0);
+        // Asking again while pending gives the same guard; with it the batch opens the
+        // transaction, and the guard is spent.
+        assert_eq!(log.start_verification(7), Some(guard));
+        let first = log
+            .append_verified(
+                vec![record("t0", 1000)],
+                0,
+                Some(transactional(0)),
+                Verification::Guard(Some(guard)),
+            )
+            .unwrap();
+        assert_eq!(first.base_offset, 0);
+        // Open here: no guard needed for the next batch, and none handed out.
+        assert_eq!(log.start_verification(7), None);
+        log.append_verified(
+            vec![record("t1", 1000)],
+            0,
+            Some(transactional(1)),
+            Verification::Guard(None),
+        )
+        .unwrap();
+        // A retry of the first batch is a duplicate whatever its guard.
+        let retry = log
+            .append_verified(
+                vec![record("t0", 1000)],
+                0,
+                Some(transactional(0)),
+                Verification::Guard(None),
+            )
+            .unwrap();
+        assert_eq!(retry.duplicate.map(|_| retry.base_offset), Some(0));
+        // A late batch starts verifying, then the abort marker lands before it: its guard is
+        // spent, and it is refused though the coordinator had said yes.
+        let stale = log.start_verification(7);
+        assert_eq!(stale, None, "the transaction is still open");
+        let (records, abort) = marker(false, 0);
+        log.append_from_producer(records, 0, abort).unwrap();
+        let pending = log.start_verification(7).expect("the abort closed it");
+        let late = record("late", 1000);
+        let (records, commit) = marker(true, 0);
+        log.append_from_producer(records, 0, commit).unwrap();
+        let refused = log
+            .append_verified(
+                vec![late],
+                0,
+                Some(transactional(2)),
+                Verification::Guard(Some(pending)),
+            )
+            .unwrap_err();
+        assert!(not_verified(&refused), "{refused:?}");
+        let end = log.log_end_offset();
+        // Without verification (the setting off, or Kafka before 3.6) it opens a transaction.
+        log.append_verified(
+            vec![record("late", 1000)],
+            0,
+            Some(transactional(2)),
+            Verification::Off,
+        )
+        .unwrap();
+        assert_eq!(log.log_end_offset(), end + 1);
     }
 
     #[test]

@@ -150,6 +150,16 @@ pub enum ProducerError {
         /// Its open transaction's first offset here.
         first_offset: u64,
     },
+    /// The first transactional batch of a producer with no transaction open here, without
+    /// the guard of a verification with the coordinator that is still current (KIP-890 part
+    /// 1; Kafka's `InvalidTxnStateException`, "Record was not part of an ongoing
+    /// transaction"): a late produce of an ended transaction, or one whose verification a
+    /// marker overtook.
+    #[error("producer {producer_id} has no transaction open here and its batch was not verified with the transaction coordinator (or a marker came after the verification); nothing was written")]
+    NotVerified {
+        /// The producer.
+        producer_id: i64,
+    },
     /// The batch's first sequence does not follow the producer's last one here.
     #[error("producer {producer_id} epoch {producer_epoch} sent sequence {sequence}, but {expected} was expected (the last sequence here is {last_sequence} of epoch {current_epoch}); nothing was written")]
     OutOfOrderSequence {
@@ -179,6 +189,25 @@ pub struct ProducerStates {
     /// marker offset), oldest first: until it has, they still hold the last stable offset
     /// (Kafka's `unreplicatedTxns`).
     completed: VecDeque<(u64, u64)>,
+    /// The verification guard of each producer whose first transactional batch here is
+    /// being verified with the coordinator (Kafka's `VerificationStateEntry`): a batch may
+    /// open a transaction only with its producer's current guard, and any transactional
+    /// batch or marker of the producer clears it, so a verification that a marker overtook
+    /// lets nothing in (Kafka's answer to the ABA race of KIP-890).
+    verifications: HashMap<i64, u64>,
+    /// The last guard handed out here.
+    last_guard: u64,
+}
+
+/// How a producer's batch is checked against KIP-890's verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verification {
+    /// Not checked (`transaction.partition.verification.enable=false`, and every append
+    /// that is not a client's produce).
+    Off,
+    /// Checked: the guard the produce got from [`ProducerStates::start_verification`] and
+    /// the coordinator's yes, `None` when it needed none (a transaction was open here).
+    Guard(Option<u64>),
 }
 
 impl ProducerStates {
@@ -273,6 +302,62 @@ impl ProducerStates {
         })
     }
 
+    /// Starts the verification of `producer_id`'s transactional batch (Kafka's
+    /// `maybeStartTransactionVerification`): `None` when its transaction is open here (the
+    /// coordinator knew of this partition when the first batch came), else the producer's
+    /// guard, made now unless one is pending.
+    pub fn start_verification(&mut self, producer_id: i64) -> Option<u64> {
+        let open = self
+            .producers
+            .get(&producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some());
+        if open {
+            return None;
+        }
+        let next = self.last_guard + 1;
+        let guard = *self.verifications.entry(producer_id).or_insert(next);
+        self.last_guard = self.last_guard.max(guard);
+        Some(guard)
+    }
+
+    /// `rebuilt` with `earlier`'s pending verifications (a rebuild after a truncation keeps
+    /// them, as Kafka's reload keeps its verification states).
+    pub fn keep_verifications_of(
+        mut rebuilt: ProducerStates,
+        earlier: &ProducerStates,
+    ) -> ProducerStates {
+        rebuilt.verifications = earlier.verifications.clone();
+        rebuilt.last_guard = earlier.last_guard;
+        rebuilt
+    }
+
+    /// Whether a data batch with `stamp` may be appended as far as verification goes (Kafka's
+    /// `batchMissingRequiredVerification`): only a transactional batch of a producer with no
+    /// transaction open here is checked, and it needs the producer's current guard.
+    pub fn check_verification(
+        &self,
+        stamp: ProducerStamp,
+        verification: Verification,
+    ) -> Result<(), ProducerError> {
+        let Verification::Guard(guard) = verification else {
+            return Ok(());
+        };
+        if !stamp.kind.transactional() || stamp.kind.control() {
+            return Ok(());
+        }
+        let open = self
+            .producers
+            .get(&stamp.producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some());
+        let current = self.verifications.get(&stamp.producer_id).copied();
+        if open || (guard.is_some() && guard == current) {
+            return Ok(());
+        }
+        Err(ProducerError::NotVerified {
+            producer_id: stamp.producer_id,
+        })
+    }
+
     /// The coordinator-epoch check of a marker that passed [`ProducerStates::check`] (Kafka's
     /// `ProducerAppendInfo.appendEndTxnMarker`): refused when an earlier marker of the
     /// producer here came from a newer coordinator epoch; an equal epoch is the same
@@ -314,6 +399,11 @@ impl ProducerStates {
         max_timestamp_ms: i64,
     ) {
         assert!(record_count > 0, "a batch holds at least one record");
+        if stamp.kind.transactional() {
+            // A transactional batch or a marker: the transaction is open here now, or
+            // ended; either way a pending verification is spent (Kafka's `updateProducers`).
+            self.verifications.remove(&stamp.producer_id);
+        }
         if stamp.kind.control() {
             self.end_transaction(stamp, base_offset);
             return;

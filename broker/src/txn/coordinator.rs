@@ -218,6 +218,21 @@ impl TransactionCoordinator {
         Ok(())
     }
 
+    /// A partition leader's verification of a transactional produce (KIP-890 part 1,
+    /// [`state::verify_partitions`]): whether the producer's open transaction holds each
+    /// partition. An id this coordinator does not hold is INVALID_PRODUCER_ID_MAPPING; a
+    /// coordinator that does not lead the id's partition answers as for any request.
+    pub async fn verify_partitions(
+        self: &Arc<Self>,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        partitions: &BTreeSet<TxnPartition>,
+    ) -> Result<Vec<(TxnPartition, Option<ErrorCode>)>, TxnRefusal> {
+        let entry = self.existing(transactional_id).await?;
+        let current = entry.metadata.lock().expect("txn lock").clone();
+        state::verify_partitions(&current, producer, partitions)
+    }
+
     /// EndTxn: answered once PrepareCommit (or PrepareAbort) is stored; the markers follow.
     pub async fn end_txn(
         self: &Arc<Self>,

@@ -286,6 +286,41 @@ pub fn add_partitions(
     Ok(Some(next))
 }
 
+/// A partition leader's check that a transactional produce belongs to the producer's open
+/// transaction (KIP-890 part 1; Kafka's `handleVerifyPartitionsInTransaction`, the
+/// coordinator's side of AddPartitionsToTxn with `verifyOnly`): a producer id other than the
+/// one held is INVALID_PRODUCER_ID_MAPPING, another epoch PRODUCER_FENCED, a transaction
+/// being completed CONCURRENT_TRANSACTIONS (for every partition); otherwise each partition is
+/// NONE (`None`) when the open transaction holds it, TRANSACTION_ABORTABLE when it does not
+/// (no transaction open, or the partition never added). Stores nothing.
+pub fn verify_partitions(
+    current: &TxnMetadata,
+    asked: ProducerIdAndEpoch,
+    partitions: &BTreeSet<TxnPartition>,
+) -> Result<Vec<(TxnPartition, Option<ErrorCode>)>, TxnRefusal> {
+    check_producer(current, asked)?;
+    if current.state.preparing() {
+        return Err(refuse(
+            ErrorCode::ConcurrentTransactions,
+            format!(
+                "the transaction of {} is {}: retry",
+                current.transactional_id,
+                current.state.name()
+            ),
+        ));
+    }
+    Ok(partitions
+        .iter()
+        .map(|p| {
+            let held = current.state == TxnState::Ongoing && current.partitions.contains(p);
+            (
+                p.clone(),
+                (!held).then_some(ErrorCode::TransactionAbortable),
+            )
+        })
+        .collect())
+}
+
 /// What EndTxn does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EndStep {
@@ -425,6 +460,46 @@ mod tests {
         assert_eq!(next.partitions, parts(&[("z", 0)]));
         assert_eq!(next.txn_start_ms, 900);
         assert_eq!(next.producer_epoch, 0);
+    }
+
+    #[test]
+    fn verification_holds_only_the_partitions_of_the_open_transaction() {
+        let open = ongoing();
+        let asked = parts(&[("a", 0), ("c", 0)]);
+        assert_eq!(
+            verify_partitions(&open, pe(7, 0), &asked).unwrap(),
+            vec![
+                (("a".to_string(), 0), None),
+                (("c".to_string(), 0), Some(ErrorCode::TransactionAbortable))
+            ]
+        );
+        // Another producer id, or another epoch, refuses every partition.
+        let refused = |m: &TxnMetadata, p| verify_partitions(m, p, &asked).unwrap_err().code;
+        assert_eq!(
+            refused(&open, pe(8, 0)),
+            ErrorCode::InvalidProducerIdMapping
+        );
+        assert_eq!(refused(&open, pe(7, 1)), ErrorCode::ProducerFenced);
+        // While the markers are written: retry.
+        let EndStep::Prepare(aborting) = end(&open, pe(7, 0), false).unwrap() else {
+            panic!("an ongoing transaction prepares");
+        };
+        assert_eq!(
+            refused(&aborting, pe(7, 0)),
+            ErrorCode::ConcurrentTransactions
+        );
+        // Once the abort is complete no partition is held: a late produce of the aborted
+        // transaction is TRANSACTION_ABORTABLE, though "a" was in it.
+        let aborted = complete(&aborting).unwrap();
+        assert!(verify_partitions(&aborted, pe(7, 0), &parts(&[("a", 0)]))
+            .unwrap()
+            .iter()
+            .all(|(_, e)| *e == Some(ErrorCode::TransactionAbortable)));
+        let empty = first_init("t", 7, 60_000);
+        assert_eq!(
+            verify_partitions(&empty, pe(7, 0), &parts(&[("a", 0)])).unwrap()[0].1,
+            Some(ErrorCode::TransactionAbortable)
+        );
     }
 
     #[test]

@@ -66,7 +66,11 @@ pub fn client_routes() -> Router<Arc<Broker>> {
 
 /// The whole application: routes, JSON errors for unknown routes and methods, body limits and
 /// request metrics; the group routes on `coordinator`.
-pub fn router(broker: Arc<Broker>, coordinator: Arc<crate::group::GroupCoordinator>) -> Router {
+pub fn router(
+    broker: Arc<Broker>,
+    coordinator: Arc<crate::group::GroupCoordinator>,
+    transactions: Arc<crate::txn::TransactionCoordinator>,
+) -> Router {
     let app = client_routes()
         .merge(groups::routes(coordinator))
         .fallback(unknown_route)
@@ -81,7 +85,8 @@ pub fn router(broker: Arc<Broker>, coordinator: Arc<crate::group::GroupCoordinat
     match &broker.cluster {
         Some(cluster) => app
             .merge(replication::router(cluster.clone()))
-            .merge(replication::marker_router(broker.clone())),
+            .merge(replication::marker_router(broker.clone()))
+            .merge(replication::verify_router(transactions)),
         None => app,
     }
 }

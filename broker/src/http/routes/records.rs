@@ -160,6 +160,7 @@ async fn read_batch(body: Body, limits: ProduceLimits) -> Result<ProduceBatch, A
         records,
         // The HTTP API has no idempotent producers (InitProducerId is on the Kafka listener).
         producer: None,
+        verification: crate::storage::producer_state::Verification::Off,
     })
 }
 

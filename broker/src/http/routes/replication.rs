@@ -12,6 +12,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 
 use crate::ops::txn_markers::{write_markers, MarkersAnswer, TxnMarker};
+use crate::ops::txn_verify::{self, VerifyRequest};
 use crate::replication::fetch_serving::InternalError;
 use crate::replication::protocol::{
     OffsetsForLeaderEpochRequest, ReplicaFetchOffsets, ReplicaFetchRequest, HEADER_HIGH_WATERMARK,
@@ -36,6 +37,24 @@ pub fn marker_router(broker: Arc<crate::broker::Broker>) -> Router {
     Router::new()
         .route("/internal/v1/txn-markers", post(txn_markers))
         .with_state(broker)
+}
+
+/// A partition leader's route to the transaction coordinator (KIP-890 part 1): `POST
+/// /internal/v1/txn-verify` with a [`VerifyRequest`], answered with a [`VerifyAnswer`].
+pub fn verify_router(transactions: Arc<crate::txn::TransactionCoordinator>) -> Router {
+    Router::new()
+        .route("/internal/v1/txn-verify", post(txn_verify))
+        .with_state(transactions)
+}
+
+async fn txn_verify(
+    State(transactions): State<Arc<crate::txn::TransactionCoordinator>>,
+    body: Result<Json<VerifyRequest>, JsonRejection>,
+) -> Response {
+    match body {
+        Ok(Json(request)) => Json(txn_verify::answer(&transactions, request).await).into_response(),
+        Err(rejection) => bad_json(rejection).into_response(),
+    }
 }
 
 async fn txn_markers(
