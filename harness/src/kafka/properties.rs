@@ -459,6 +459,10 @@ const ROUTES: &[(&str, Route)] = &[
         ),
     ),
     (
+        "transaction.partition.verification.enable",
+        Route::Broker("transaction.partition.verification.enable", Type::Bool),
+    ),
+    (
         "eligible.leader.replicas.enable",
         // KIP-966: a feature level from 4.0 (on by default for new clusters from 4.1); Kafka
         // 3.9's format knows no such feature and fails, naming the ones it has.

@@ -32,7 +32,9 @@ pub mod view;
 
 pub use executor::Nemesis;
 pub use plan::{Action, FaultPlan, Partition, PartitionKind, Step, Wait, When};
-pub use schedule::{parse_faults, parse_faults_for, random_plan, ClusterTimeouts, FaultKind};
+pub use schedule::{
+    parse_faults, parse_faults_for, random_plan, random_plan_for, ClusterTimeouts, FaultKind,
+};
 pub use target::Target;
 pub use tidewater_workloads::nemesis::{Fault, NemesisOp};
 pub use view::{ClusterView, PartitionState, StaticView};

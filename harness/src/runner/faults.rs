@@ -55,7 +55,9 @@ pub fn resolve_schedule(config: &RunConfig) -> Result<Value, String> {
                 .map(|n| n.name)
                 .collect();
             let timeouts = nemesis::ClusterTimeouts::from_settings(&config.sets)?;
-            nemesis::random_plan(
+            // Idempotent producers lead with a leader change whose writes are in flight
+            // (`docs/nemesis.md`, "The leading faults").
+            nemesis::random_plan_for(
                 config.seed,
                 &faults,
                 config.nemesis_interval_s,
@@ -63,6 +65,7 @@ pub fn resolve_schedule(config: &RunConfig) -> Result<Value, String> {
                 &nodes,
                 &config.fault_key(),
                 timeouts,
+                config.idempotence,
             )
             .map_err(|e| e.to_string())?
         }
