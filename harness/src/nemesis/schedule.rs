@@ -488,6 +488,12 @@ enum Lead {
     /// only the controller's ISR keeps the stale follower from leading (ISR changes the
     /// controller never heard of, unclean elections).
     StaleIsr,
+    /// The leader's power cut (its unsynced writes are lost), booted after a failover: a
+    /// correct broker with acks=all and
+    /// `min.insync.replicas=2` elects a replica that holds every acknowledged write (an ELR
+    /// member if the ISR emptied). Leads only when the run asks for the power-loss family
+    /// (lossyfs under the nodes), as one of the shuffled classes.
+    PowerLoss,
     /// A follower paused and the leader killed before the follower leaves the ISR: the
     /// other follower leads with the unanswered writes, which producers retry (duplicates
     /// an idempotent producer's sequences must catch). Only for idempotent producers
@@ -496,8 +502,8 @@ enum Lead {
 }
 
 impl Lead {
-    /// The classes every run leads with (in a shuffled order).
-    const ALL: [Lead; 3] = [Lead::Diverge, Lead::IsrLoss, Lead::StaleIsr];
+    /// The classes a run leads with (in a shuffled order), those with an enabled kind.
+    const ALL: [Lead; 4] = [Lead::Diverge, Lead::IsrLoss, Lead::StaleIsr, Lead::PowerLoss];
 
     /// The kinds of this class.
     fn kinds(self) -> &'static [FaultKind] {
@@ -510,6 +516,7 @@ impl Lead {
             Lead::IsrLoss => &[FaultKind::IsrCascade, FaultKind::KillIsr],
             Lead::StaleIsr => &[FaultKind::StaleFollower],
             Lead::InFlight => &[FaultKind::FailoverInFlight],
+            Lead::PowerLoss => &[FaultKind::PowerLossLeader],
         }
     }
 
@@ -1333,6 +1340,43 @@ mod tests {
         let partition = parse_faults("partition").unwrap();
         let p = random_plan(1, &partition, 5.0, 60.0, &three, "t0/0", timeouts()).unwrap();
         assert_eq!(lead_class(&fault_times(&p)[0].0), "diverge", "{p:?}");
+        // With the power-loss family asked for, a lone leader's power cut leads too, in
+        // one of 24 orders; default runs never have it (the schedules above are unchanged).
+        let power = parse_faults("kill,pause,partition,power-loss").unwrap();
+        let mut power_orders = std::collections::BTreeSet::new();
+        let mut with_power_cut = 0;
+        for seed in 1..=seeds {
+            let p = random_plan(seed, &power, 5.0, 60.0, &three, "t0/0", timeouts()).unwrap();
+            let faults = fault_times(&p);
+            let mut leading: Vec<&str> = faults[..faults.len().min(4)]
+                .iter()
+                .map(|f| lead_class(&f.0))
+                .collect();
+            if leading.len() == 4 {
+                power_orders.insert(leading.join(", "));
+            }
+            if faults
+                .iter()
+                .take(4)
+                .any(|f| f.0 == "power-loss-leader" && f.2 <= 60.0)
+            {
+                with_power_cut += 1;
+            }
+            leading.sort();
+            leading.dedup();
+            assert_eq!(leading.len(), faults.len().min(4), "seed {seed}: {faults:?}");
+            assert!(
+                faults[..faults.len().min(4)]
+                    .iter()
+                    .any(|f| f.0 == "power-loss-leader")
+                    || faults.len() < 4,
+                "seed {seed}: {faults:?}"
+            );
+        }
+        assert_eq!(power_orders.len(), 24, "{power_orders:?}");
+        // The schedule is a function of the seed: exactly this many minutes hold a whole
+        // lone-leader power cut.
+        assert_eq!(with_power_cut, 314, "of {seeds}");
         // Named kinds outside every class are drawn as before.
         let p = plan(3, &[FaultKind::PauseOne], 60.0);
         assert!(kinds(&p).iter().all(|k| k == "pause-one"));
