@@ -503,7 +503,12 @@ enum Lead {
 
 impl Lead {
     /// The classes a run leads with (in a shuffled order), those with an enabled kind.
-    const ALL: [Lead; 4] = [Lead::Diverge, Lead::IsrLoss, Lead::StaleIsr, Lead::PowerLoss];
+    const ALL: [Lead; 4] = [
+        Lead::Diverge,
+        Lead::IsrLoss,
+        Lead::StaleIsr,
+        Lead::PowerLoss,
+    ];
 
     /// The kinds of this class.
     fn kinds(self) -> &'static [FaultKind] {
@@ -1364,7 +1369,11 @@ mod tests {
             }
             leading.sort();
             leading.dedup();
-            assert_eq!(leading.len(), faults.len().min(4), "seed {seed}: {faults:?}");
+            assert_eq!(
+                leading.len(),
+                faults.len().min(4),
+                "seed {seed}: {faults:?}"
+            );
             assert!(
                 faults[..faults.len().min(4)]
                     .iter()

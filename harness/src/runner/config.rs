@@ -557,6 +557,14 @@ impl RunConfig {
             }
             fields.insert(k.clone(), v.clone());
         }
+        // A cell of another workload has no lanes to focus, unless it says otherwise (and
+        // is refused for it below).
+        let other_workload = overrides
+            .get("workload")
+            .is_some_and(|w| w.as_str() != Some("queue"));
+        if other_workload && !overrides.contains_key("focus") {
+            fields.insert("focus".into(), Value::from(0.0));
+        }
         let config: RunConfig =
             serde_json::from_value(value).map_err(|e| format!("run settings: {e}"))?;
         config.validate()?;
@@ -756,6 +764,16 @@ mod tests {
         assert_eq!((c.acks.as_str(), c.time_limit_s), ("1", 5));
         assert_eq!(c.matrix_cell.as_deref(), Some("acks=1"));
         assert_eq!(c.sets.len(), 1);
+        // The queue workload's focus does not follow a cell into another workload.
+        let focused = RunConfig {
+            focus: 0.5,
+            ..example()
+        };
+        let txn = serde_json::json!({"workload": "group", "concurrency": 5});
+        let c = focused.overlay(txn.as_object().unwrap()).unwrap();
+        assert_eq!((c.workload.as_str(), c.focus), ("group", 0.0));
+        let asked = serde_json::json!({"workload": "group", "focus": 0.5});
+        assert!(focused.overlay(asked.as_object().unwrap()).is_err());
         let bad = serde_json::json!({"acks": "2"});
         assert!(base
             .overlay(bad.as_object().unwrap())
