@@ -132,6 +132,20 @@ pub async fn verify_produce(
     let Ok(partition) = broker.topics.partition(topic, index) else {
         return Ok(Verification::Off);
     };
+    if broker.config.bugs.on(crate::bugs::Bug::TxnStaleEpochAccepted) {
+        // Deliberate bug `txn.stale.epoch.accepted`: a batch of an epoch older than the
+        // producer's here is taken for the current producer's before any check, the
+        // coordinator's verification included (`ops::produce::produce_records` restamps it).
+        let state = partition.lock();
+        let stale = state
+            .log
+            .producers()
+            .entry(stamp.producer_id)
+            .is_some_and(|e| stamp.producer_epoch < e.producer_epoch);
+        if stale {
+            return Ok(Verification::Off);
+        }
+    }
     let Some(guard) = partition.lock().log.start_verification(stamp.producer_id) else {
         // Its transaction is open here: the coordinator verified it when it opened.
         return Ok(Verification::Guard(None));
