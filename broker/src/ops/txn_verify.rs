@@ -132,7 +132,11 @@ pub async fn verify_produce(
     let Ok(partition) = broker.topics.partition(topic, index) else {
         return Ok(Verification::Off);
     };
-    if broker.config.bugs.on(crate::bugs::Bug::TxnStaleEpochAccepted) {
+    if broker
+        .config
+        .bugs
+        .on(crate::bugs::Bug::TxnStaleEpochAccepted)
+    {
         // Deliberate bug `txn.stale.epoch.accepted`: a batch of an epoch older than the
         // producer's here is taken for the current producer's before any check, the
         // coordinator's verification included (`ops::produce::produce_records` restamps it).
