@@ -769,6 +769,108 @@ fn fetch_committed(stream: &mut TcpStream, topic: &str) -> (Vec<String>, i64, Ve
     (values, p.last_stable_offset, aborted)
 }
 
+/// One transactional id's requests, as a transactional producer sends them (transaction
+/// version 1), on partition 0 of `topic`.
+struct Txn {
+    id: String,
+    topic: &'static str,
+    producer_id: i64,
+    epoch: i16,
+}
+
+impl Txn {
+    fn id(&self) -> TransactionalId {
+        TransactionalId(StrBytes::from_string(self.id.clone()))
+    }
+
+    /// InitProducerId of `id` at `at`.
+    fn init(id: &str, at: &str) -> InitProducerIdResponse {
+        call(
+            &mut connect(at),
+            ApiKey::InitProducerId,
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(StrBytes::from_string(id.into()))))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        )
+    }
+
+    /// AddPartitionsToTxn of the partition at `at` with `epoch`: its error code.
+    fn add(&self, at: &str, epoch: i16) -> i16 {
+        let answer: AddPartitionsToTxnResponse = call(
+            &mut connect(at),
+            ApiKey::AddPartitionsToTxn,
+            3,
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(self.id())
+                .with_v3_and_below_producer_id(ProducerId(self.producer_id))
+                .with_v3_and_below_producer_epoch(epoch)
+                .with_v3_and_below_topics(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str(self.topic)))
+                        .with_partitions(vec![0]),
+                ]),
+        );
+        answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+    }
+
+    /// EndTxn at `at`: its error code.
+    fn end(&self, at: &str, commit: bool) -> i16 {
+        let answer: EndTxnResponse = call(
+            &mut connect(at),
+            ApiKey::EndTxn,
+            3,
+            &EndTxnRequest::default()
+                .with_transactional_id(self.id())
+                .with_producer_id(ProducerId(self.producer_id))
+                .with_producer_epoch(self.epoch)
+                .with_committed(commit),
+        );
+        answer.error_code
+    }
+
+    /// A transactional produce of `batch` at `at`: error code, base offset, error message.
+    fn produce(&self, at: &str, batch: Bytes) -> (i16, i64, String) {
+        let request = ProduceRequest::default()
+            .with_transactional_id(Some(self.id()))
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str(self.topic)))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch))])]);
+        let answer: ProduceResponse = call(&mut connect(at), ApiKey::Produce, 9, &request);
+        let p = &answer.responses[0].partition_responses[0];
+        let message = p
+            .error_message
+            .as_ref()
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_default();
+        (p.error_code, p.base_offset, message)
+    }
+}
+
+/// Starts a cluster and waits until the controller has its three brokers unfenced.
+async fn three_live_brokers() -> Cluster {
+    let cluster = Cluster::start();
+    let controller = Client::new(&cluster.controller.url);
+    let started = Instant::now();
+    loop {
+        let (_, metadata) = controller.get("/v1/metadata").await;
+        let live = metadata["brokers"]
+            .as_array()
+            .map_or(0, |b| b.iter().filter(|b| b["fenced"] == false).count());
+        if live == 3 {
+            return cluster;
+        }
+        assert!(started.elapsed() < CONVERGENCE_MAX, "brokers: {metadata}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A transactional producer's state lives in `__transaction_state`, replicated: a committed
 /// transaction becomes readable at READ_COMMITTED once its markers are in; an open one holds
 /// the last stable offset; after its coordinator is killed, the next coordinator knows the
@@ -778,36 +880,12 @@ fn fetch_committed(stream: &mut TcpStream, topic: &str) -> (Vec<String>, i64, Ve
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactions_survive_a_coordinator_failover() {
     const TXN: &str = "tx-failover";
-    let mut cluster = Cluster::start();
-    let controller = Client::new(&cluster.controller.url);
-    let started = Instant::now();
-    loop {
-        let (_, metadata) = controller.get("/v1/metadata").await;
-        let live = metadata["brokers"]
-            .as_array()
-            .map_or(0, |b| b.iter().filter(|b| b["fenced"] == false).count());
-        if live == 3 {
-            break;
-        }
-        assert!(started.elapsed() < CONVERGENCE_MAX, "brokers: {metadata}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let mut cluster = three_live_brokers().await;
     Client::new(&cluster.broker(1).url)
         .create_topic("tx", 1, json!({}))
         .await;
     let coordinator = txn_coordinator(&cluster, 1, TXN, None);
-    let init = |at: &str| -> InitProducerIdResponse {
-        call(
-            &mut connect(at),
-            ApiKey::InitProducerId,
-            4,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str(TXN))))
-                .with_transaction_timeout_ms(60_000)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-        )
-    };
+    let init = |at: &str| Txn::init(TXN, at);
     let mut first = None;
     until_settled("init", || {
         let answer = init(&cluster.kafka(coordinator));
@@ -818,49 +896,17 @@ async fn transactions_survive_a_coordinator_failover() {
     let first = first.unwrap();
     let (producer_id, epoch) = (first.producer_id.0, first.producer_epoch);
     assert_eq!((first.error_code, epoch), (0, 0));
-    let add = |at: &str, epoch: i16| -> i16 {
-        let answer: AddPartitionsToTxnResponse = call(
-            &mut connect(at),
-            ApiKey::AddPartitionsToTxn,
-            3,
-            &AddPartitionsToTxnRequest::default()
-                .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(TXN)))
-                .with_v3_and_below_producer_id(ProducerId(producer_id))
-                .with_v3_and_below_producer_epoch(epoch)
-                .with_v3_and_below_topics(vec![
-                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
-                        .with_name(TopicName(StrBytes::from_static_str("tx")))
-                        .with_partitions(vec![0]),
-                ]),
-        );
-        answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+    let txn = Txn {
+        id: TXN.into(),
+        topic: "tx",
+        producer_id,
+        epoch,
     };
-    let end = |at: &str, commit: bool| -> i16 {
-        let answer: EndTxnResponse = call(
-            &mut connect(at),
-            ApiKey::EndTxn,
-            3,
-            &EndTxnRequest::default()
-                .with_transactional_id(TransactionalId(StrBytes::from_static_str(TXN)))
-                .with_producer_id(ProducerId(producer_id))
-                .with_producer_epoch(epoch)
-                .with_committed(commit),
-        );
-        answer.error_code
-    };
-    let produce_txn = |at: &str, batch: Bytes| -> (i16, i64) {
-        let request = ProduceRequest::default()
-            .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str(TXN))))
-            .with_acks(-1)
-            .with_timeout_ms(10_000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("tx")))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(0)
-                    .with_records(Some(batch))])]);
-        let answer: ProduceResponse = call(&mut connect(at), ApiKey::Produce, 9, &request);
-        let p = &answer.responses[0].partition_responses[0];
-        (p.error_code, p.base_offset)
+    let add = |at: &str, epoch: i16| txn.add(at, epoch);
+    let end = |at: &str, commit: bool| txn.end(at, commit);
+    let produce_txn = |at: &str, batch: Bytes| {
+        let (code, base_offset, _) = txn.produce(at, batch);
+        (code, base_offset)
     };
 
     // The first transaction: open, it holds the LSO at its first offset; committed, it is read.
@@ -949,20 +995,7 @@ async fn transactions_survive_a_coordinator_failover() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_transactional_produce_is_refused_after_the_leader_asks_the_coordinator() {
     const INVALID_TXN_STATE: i16 = 48;
-    let cluster = Cluster::start();
-    let controller = Client::new(&cluster.controller.url);
-    let started = Instant::now();
-    loop {
-        let (_, metadata) = controller.get("/v1/metadata").await;
-        let live = metadata["brokers"]
-            .as_array()
-            .map_or(0, |b| b.iter().filter(|b| b["fenced"] == false).count());
-        if live == 3 {
-            break;
-        }
-        assert!(started.elapsed() < CONVERGENCE_MAX, "brokers: {metadata}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let cluster = three_live_brokers().await;
     Client::new(&cluster.broker(1).url)
         .create_topic("late", 1, json!({}))
         .await;
@@ -974,66 +1007,24 @@ async fn a_late_transactional_produce_is_refused_after_the_leader_asks_the_coord
         .find(|id| txn_coordinator(&cluster, 1, id, None) != leader)
         .expect("some id is coordinated elsewhere");
     let coordinator = txn_coordinator(&cluster, 1, &txn, None);
-    let id = || Some(TransactionalId(StrBytes::from_string(txn.clone())));
     let mut first = None;
     until_settled("init", || {
-        let answer: InitProducerIdResponse = call(
-            &mut connect(&cluster.kafka(coordinator)),
-            ApiKey::InitProducerId,
-            4,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(id())
-                .with_transaction_timeout_ms(60_000)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-        );
+        let answer = Txn::init(&txn, &cluster.kafka(coordinator));
         let code = answer.error_code;
         first = Some(answer);
         code
     });
     let first = first.unwrap();
-    let (producer_id, epoch) = (first.producer_id.0, first.producer_epoch);
-    let add = || -> i16 {
-        let answer: AddPartitionsToTxnResponse = call(
-            &mut connect(&cluster.kafka(coordinator)),
-            ApiKey::AddPartitionsToTxn,
-            3,
-            &AddPartitionsToTxnRequest::default()
-                .with_v3_and_below_transactional_id(id().unwrap())
-                .with_v3_and_below_producer_id(ProducerId(producer_id))
-                .with_v3_and_below_producer_epoch(epoch)
-                .with_v3_and_below_topics(vec![
-                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
-                        .with_name(TopicName(StrBytes::from_static_str("late")))
-                        .with_partitions(vec![0]),
-                ]),
-        );
-        answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+    let txn = Txn {
+        id: txn,
+        topic: "late",
+        producer_id: first.producer_id.0,
+        epoch: first.producer_epoch,
     };
-    let produce_txn = |sequence: i32, value: &str| -> (i16, i64, String) {
-        let batch = transactional_batch(producer_id, epoch, sequence, &[value]);
-        let request = ProduceRequest::default()
-            .with_transactional_id(id())
-            .with_acks(-1)
-            .with_timeout_ms(10_000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("late")))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(0)
-                    .with_records(Some(batch))])]);
-        let answer: ProduceResponse = call(
-            &mut connect(&cluster.kafka(leader)),
-            ApiKey::Produce,
-            9,
-            &request,
-        );
-        let p = &answer.responses[0].partition_responses[0];
-        let message = p
-            .error_message
-            .as_ref()
-            .map(|m| m.as_str().to_string())
-            .unwrap_or_default();
-        (p.error_code, p.base_offset, message)
+    let add = || txn.add(&cluster.kafka(coordinator), txn.epoch);
+    let produce_txn = |sequence: i32, value: &str| {
+        let batch = transactional_batch(txn.producer_id, txn.epoch, sequence, &[value]);
+        txn.produce(&cluster.kafka(leader), batch)
     };
     let values = || -> Vec<String> {
         let (records, _) = fetch_all(&mut connect(&cluster.kafka(leader)), "late", 0);
@@ -1053,22 +1044,12 @@ async fn a_late_transactional_produce_is_refused_after_the_leader_asks_the_coord
     until_settled("add", add);
     assert_eq!(produce_txn(0, "a0").0, 0);
     assert_eq!(produce_txn(1, "a1").0, 0);
-    let end: EndTxnResponse = call(
-        &mut connect(&cluster.kafka(coordinator)),
-        ApiKey::EndTxn,
-        3,
-        &EndTxnRequest::default()
-            .with_transactional_id(id().unwrap())
-            .with_producer_id(ProducerId(producer_id))
-            .with_producer_epoch(epoch)
-            .with_committed(false),
-    );
-    assert_eq!(end.error_code, 0);
+    assert_eq!(txn.end(&cluster.kafka(coordinator), false), 0);
     let started = Instant::now();
     loop {
         let (_, lso, aborted) = fetch_committed(&mut connect(&cluster.kafka(leader)), "late");
         if lso == 3 {
-            assert_eq!(aborted, [(producer_id, 0)]);
+            assert_eq!(aborted, [(txn.producer_id, 0)]);
             break;
         }
         assert!(

@@ -254,15 +254,8 @@ fn check_producer(current: &TxnMetadata, asked: ProducerIdAndEpoch) -> Result<()
     Ok(())
 }
 
-/// AddPartitionsToTxn: `None` when every partition is already in the open transaction
-/// (nothing to store), else the metadata to store.
-pub fn add_partitions(
-    current: &TxnMetadata,
-    asked: ProducerIdAndEpoch,
-    partitions: &BTreeSet<TxnPartition>,
-    now_ms: u64,
-) -> Result<Option<TxnMetadata>, TxnRefusal> {
-    check_producer(current, asked)?;
+/// CONCURRENT_TRANSACTIONS while the previous transaction's markers are being written.
+fn check_not_preparing(current: &TxnMetadata) -> Result<(), TxnRefusal> {
     if current.state.preparing() {
         return Err(refuse(
             ErrorCode::ConcurrentTransactions,
@@ -273,6 +266,19 @@ pub fn add_partitions(
             ),
         ));
     }
+    Ok(())
+}
+
+/// AddPartitionsToTxn: `None` when every partition is already in the open transaction
+/// (nothing to store), else the metadata to store.
+pub fn add_partitions(
+    current: &TxnMetadata,
+    asked: ProducerIdAndEpoch,
+    partitions: &BTreeSet<TxnPartition>,
+    now_ms: u64,
+) -> Result<Option<TxnMetadata>, TxnRefusal> {
+    check_producer(current, asked)?;
+    check_not_preparing(current)?;
     if current.state == TxnState::Ongoing && partitions.is_subset(&current.partitions) {
         return Ok(None);
     }
@@ -299,16 +305,7 @@ pub fn verify_partitions(
     partitions: &BTreeSet<TxnPartition>,
 ) -> Result<Vec<(TxnPartition, Option<ErrorCode>)>, TxnRefusal> {
     check_producer(current, asked)?;
-    if current.state.preparing() {
-        return Err(refuse(
-            ErrorCode::ConcurrentTransactions,
-            format!(
-                "the transaction of {} is {}: retry",
-                current.transactional_id,
-                current.state.name()
-            ),
-        ));
-    }
+    check_not_preparing(current)?;
     Ok(partitions
         .iter()
         .map(|p| {

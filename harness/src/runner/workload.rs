@@ -579,13 +579,23 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_stalled_partition_does_not_starve_the_others() {
-        let dir = tempfile::tempdir().unwrap();
-        let recorder = Recorder::create(&dir.path().join("history.jsonl")).unwrap();
+    /// Workers over `t0/0..t0/2` on a [`StalledPartitionClient`] (`t0/0` stalled unless
+    /// `released`), recording into a history under `dir`.
+    fn three_partitions(
+        dir: &std::path::Path,
+        released: bool,
+        seed: u64,
+        rate_ops: f64,
+        focus: Option<(String, f64)>,
+    ) -> (
+        WorkloadContext<StalledPartitionClient>,
+        Arc<StalledPartitionClient>,
+        Arc<Recorder>,
+    ) {
+        let recorder = Recorder::create(&dir.join("history.jsonl")).unwrap();
         let client = Arc::new(StalledPartitionClient {
             release: tokio::sync::Notify::new(),
-            released: AtomicBool::new(false),
+            released: AtomicBool::new(released),
             done: Mutex::new(Default::default()),
         });
         let keys: Vec<String> = (0..3).map(|p| format!("t0/{p}")).collect();
@@ -593,12 +603,19 @@ mod tests {
             client: client.clone(),
             settings: Arc::new(QueueSettings::new(keys, "all")),
             recorder: recorder.clone(),
-            seed: 5,
+            seed,
             values: ValueSource::default(),
-            rate_ops: 0.0,
+            rate_ops,
             stop: Arc::new(AtomicBool::new(false)),
-            focus: None,
+            focus,
         };
+        (ctx, client, recorder)
+    }
+
+    #[tokio::test]
+    async fn a_stalled_partition_does_not_starve_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ctx, client, recorder) = three_partitions(dir.path(), false, 5, 0.0, None);
         let handles = spawn_workers(&ctx, 6);
         // Every worker that could reach t0/0 is stuck there by now or soon; the workers of
         // t0/1 and t0/2 must go on regardless.
@@ -632,23 +649,8 @@ mod tests {
     #[tokio::test]
     async fn with_a_focus_its_partition_gets_its_share_of_the_ops() {
         let dir = tempfile::tempdir().unwrap();
-        let recorder = Recorder::create(&dir.path().join("history.jsonl")).unwrap();
-        let client = Arc::new(StalledPartitionClient {
-            release: tokio::sync::Notify::new(),
-            released: AtomicBool::new(true),
-            done: Mutex::new(Default::default()),
-        });
-        let keys: Vec<String> = (0..3).map(|p| format!("t0/{p}")).collect();
-        let ctx = WorkloadContext {
-            client: client.clone(),
-            settings: Arc::new(QueueSettings::new(keys, "all")),
-            recorder: recorder.clone(),
-            seed: 9,
-            values: ValueSource::default(),
-            rate_ops: 2_000.0,
-            stop: Arc::new(AtomicBool::new(false)),
-            focus: Some(("t0/0".into(), 0.5)),
-        };
+        let focus = Some(("t0/0".to_string(), 0.5));
+        let (ctx, client, recorder) = three_partitions(dir.path(), true, 9, 2_000.0, focus);
         let handles = spawn_workers(&ctx, 10);
         tokio::time::sleep(Duration::from_millis(1500)).await;
         ctx.stop.store(true, Ordering::Relaxed);
