@@ -120,6 +120,13 @@ pub enum FaultKind {
     PowerLossLeader,
     /// Cut one random broker's power.
     PowerLossOne,
+    /// Isolate the key's followers until its ISR is the leader alone (with
+    /// `min.insync.replicas=2` they stay eligible, KIP-966's ELR), then cut the lone leader's
+    /// power, heal, and boot it: a correct broker elects an eligible follower meanwhile and
+    /// loses nothing acknowledged. The random shape of the shipped plan `power-loss-leader`.
+    /// Drawn only as a leading fault when the power-loss family is asked for (weight 0), or
+    /// when named.
+    PowerLossLoneLeader,
     /// Cut every broker's power at once: only what was fsynced survives.
     PowerLossAll,
 }
@@ -208,6 +215,12 @@ const KINDS: &[KindInfo] = &[
         "power-loss-one",
         &[Fault::PowerLoss],
         1,
+    ),
+    kind(
+        FaultKind::PowerLossLoneLeader,
+        "power-loss-lone-leader",
+        &[Fault::PowerLoss],
+        0,
     ),
     kind(
         FaultKind::PowerLossAll,
@@ -521,7 +534,7 @@ impl Lead {
             Lead::IsrLoss => &[FaultKind::IsrCascade, FaultKind::KillIsr],
             Lead::StaleIsr => &[FaultKind::StaleFollower],
             Lead::InFlight => &[FaultKind::FailoverInFlight],
-            Lead::PowerLoss => &[FaultKind::PowerLossLeader],
+            Lead::PowerLoss => &[FaultKind::PowerLossLoneLeader],
         }
     }
 
@@ -768,6 +781,7 @@ impl Draw<'_> {
                 let target = self.random_brokers(rng, 1);
                 self.node_fault(power_loss, start, target, bind, length)
             }
+            FaultKind::PowerLossLoneLeader => self.power_loss_lone_leader(rng, bind),
             FaultKind::PowerLossAll => {
                 let length = self.failover(rng, 0.5, 1.5);
                 self.node_fault(power_loss, start, Target::All, bind, length)
@@ -968,6 +982,50 @@ impl Draw<'_> {
         (steps, in_flight_s + 2.0)
     }
 
+    /// Isolate the followers until the ISR is the leader alone, let it lead alone a while,
+    /// cut its power, heal, boot it, and wait for the ISR to fill.
+    fn power_loss_lone_leader(&self, rng: &mut StdRng, bind: &str) -> (Vec<Step>, f64) {
+        let key = self.key;
+        let alone_s = self.failover(rng, 0.75, 1.25);
+        let followers = format!("{bind}-followers");
+        let old = format!("{bind}-old");
+        let steps = vec![
+            bound(
+                Action::Isolate {
+                    target: target(&format!("replicas:{key} except leader:{key}")),
+                },
+                &followers,
+            ),
+            Step::new(Action::Wait(Wait::IsrShrink {
+                key: self.key(),
+                target: bound_to(&followers),
+                timeout_s: self.wait_bound_s(),
+            })),
+            after(
+                alone_s,
+                bound(
+                    Action::PowerLoss {
+                        target: self.leader(),
+                        torn: false,
+                    },
+                    &old,
+                ),
+            ),
+            after(3.0, Step::new(Action::Heal)),
+            after(
+                3.0,
+                Step::new(Action::Start {
+                    target: bound_to(&old),
+                }),
+            ),
+            Step::new(Action::Wait(Wait::IsrFull {
+                key: self.key(),
+                timeout_s: self.wait_bound_s(),
+            })),
+        ];
+        (steps, alone_s + 6.0)
+    }
+
     /// Restart every broker in a seeded order, each once the key's ISR is full again.
     fn rolling_restart(&self, rng: &mut StdRng, bind: &str) -> (Vec<Step>, f64) {
         let mut order = self.brokers.to_vec();
@@ -1065,6 +1123,7 @@ mod tests {
         let power_loss = [
             FaultKind::PowerLossLeader,
             FaultKind::PowerLossOne,
+            FaultKind::PowerLossLoneLeader,
             FaultKind::PowerLossAll,
         ];
         let mut classic = FaultKind::all();
@@ -1079,7 +1138,11 @@ mod tests {
         assert!(parse_faults("none").unwrap().is_empty());
         // A run draws every broker's power cut from the family only when every append is
         // fsynced (flush.messages=1); without it, only by name.
-        let single = [FaultKind::PowerLossLeader, FaultKind::PowerLossOne];
+        let single = [
+            FaultKind::PowerLossLeader,
+            FaultKind::PowerLossOne,
+            FaultKind::PowerLossLoneLeader,
+        ];
         assert_eq!(parse_faults_for("power-loss", false).unwrap(), single);
         assert_eq!(parse_faults_for("power-loss", true).unwrap(), power_loss);
         assert_eq!(
@@ -1145,15 +1208,19 @@ mod tests {
     fn every_kind_is_drawn_and_weights_favour_leadership_faults() {
         let drawn = kinds(&plan(3, &FaultKind::all(), 20_000.0));
         for k in FaultKind::all() {
-            // Weight 0: only ever a leading fault, or named alone.
-            let leading_only = k == FaultKind::FailoverInFlight;
-            assert_eq!(
-                drawn.iter().any(|d| d == k.name()),
-                !leading_only,
-                "{} drawn: {}",
-                k.name(),
-                !leading_only
-            );
+            // Weight 0: drawn only as a leading fault (the lone leader's power cut once,
+            // first among the power-loss family's runs; a failover in flight only for
+            // idempotent producers).
+            let expected = match k {
+                FaultKind::FailoverInFlight => Some(0),
+                FaultKind::PowerLossLoneLeader => Some(1),
+                _ => None,
+            };
+            let count = drawn.iter().filter(|d| *d == k.name()).count();
+            match expected {
+                Some(n) => assert_eq!(count, n, "{}", k.name()),
+                None => assert!(count > 0, "{} never drawn", k.name()),
+            }
         }
         let alone = plan(3, &[FaultKind::FailoverInFlight], 600.0);
         assert!(kinds(&alone).iter().all(|k| k == "failover-in-flight"));
@@ -1241,6 +1308,25 @@ mod tests {
         let no_pause = parse_faults("kill,partition").unwrap();
         let p = random_plan_for(1, &no_pause, 5.0, 60.0, &three, "t0/0", timeouts(), true);
         assert!(kinds(&p.unwrap()).iter().all(|k| k != "failover-in-flight"));
+    }
+
+    #[test]
+    fn a_lone_leaders_power_cut_isolates_the_followers_until_the_isr_is_the_leader_alone() {
+        let plan = plan(5, &[FaultKind::PowerLossLoneLeader], 30.0);
+        assert_eq!(
+            script(&plan, 6),
+            [
+                ("isolate", "replicas:t0/0 except leader:t0/0".to_string()),
+                ("wait-for-isr-shrink", "@f0-followers".to_string()),
+                ("power-loss", "leader:t0/0".to_string()),
+                ("heal", String::new()),
+                ("start", "@f0-old".to_string()),
+                ("wait-for-isr-full", String::new()),
+            ]
+        );
+        // The leader leads alone for 0.75 to 1.25 failover times (4 s here) before the cut.
+        let alone = after_s(&plan.step[2]).unwrap();
+        assert!((3.0..=5.0).contains(&alone), "{alone}");
     }
 
     /// The first `steps` steps of `plan` as (action, target) pairs.
@@ -1363,7 +1449,7 @@ mod tests {
             if faults
                 .iter()
                 .take(4)
-                .any(|f| f.0 == "power-loss-leader" && f.2 <= 60.0)
+                .any(|f| f.0 == "power-loss-lone-leader" && f.2 <= 60.0)
             {
                 with_power_cut += 1;
             }
@@ -1377,7 +1463,7 @@ mod tests {
             assert!(
                 faults[..faults.len().min(4)]
                     .iter()
-                    .any(|f| f.0 == "power-loss-leader")
+                    .any(|f| f.0 == "power-loss-lone-leader")
                     || faults.len() < 4,
                 "seed {seed}: {faults:?}"
             );
@@ -1385,7 +1471,7 @@ mod tests {
         assert_eq!(power_orders.len(), 24, "{power_orders:?}");
         // The schedule is a function of the seed: exactly this many minutes hold a whole
         // lone-leader power cut.
-        assert_eq!(with_power_cut, 314, "of {seeds}");
+        assert_eq!(with_power_cut, 302, "of {seeds}");
         // Named kinds outside every class are drawn as before.
         let p = plan(3, &[FaultKind::PauseOne], 60.0);
         assert!(kinds(&p).iter().all(|k| k == "pause-one"));
