@@ -462,7 +462,18 @@ pub fn random_plan_for(
         elapsed_s += gap_s + length_s;
         index += 1;
     }
-    let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();
+    // The kinds this schedule can draw: a kind of weight 0 only when it leads (or when
+    // nothing else was asked for).
+    let only_unweighted = faults.iter().all(|k| info(*k).weight == 0);
+    let names: Vec<&str> = faults
+        .iter()
+        .filter(|k| {
+            info(**k).weight > 0
+                || only_unweighted
+                || leading.iter().any(|class| class.kinds().contains(k))
+        })
+        .map(|f| f.name())
+        .collect();
     let plan = FaultPlan {
         name: "random".into(),
         description: format!(
@@ -1305,6 +1316,10 @@ mod tests {
         assert!((1.0..=1.75).contains(&kill_after), "{kill_after}");
         assert_eq!(after_s(&p.step[3]), Some(2.0));
         // Without the pause family there is no such fault to lead with.
+        // The description names what the schedule can draw: the leading-only kind for
+        // idempotent producers, not for others.
+        assert!(draw(1, true).description.contains(",failover-in-flight for 60 s"));
+        assert!(!draw(1, false).description.contains("failover-in-flight"));
         let no_pause = parse_faults("kill,partition").unwrap();
         let p = random_plan_for(1, &no_pause, 5.0, 60.0, &three, "t0/0", timeouts(), true);
         assert!(kinds(&p.unwrap()).iter().all(|k| k != "failover-in-flight"));
