@@ -1315,11 +1315,13 @@ mod tests {
         let kill_after = after_s(&p.step[1]).unwrap();
         assert!((1.0..=1.75).contains(&kill_after), "{kill_after}");
         assert_eq!(after_s(&p.step[3]), Some(2.0));
-        // Without the pause family there is no such fault to lead with.
         // The description names what the schedule can draw: the leading-only kind for
         // idempotent producers, not for others.
-        assert!(draw(1, true).description.contains(",failover-in-flight for 60 s"));
+        assert!(draw(1, true)
+            .description
+            .contains(",failover-in-flight for 60 s"));
         assert!(!draw(1, false).description.contains("failover-in-flight"));
+        // Without the pause family there is no such fault to lead with.
         let no_pause = parse_faults("kill,partition").unwrap();
         let p = random_plan_for(1, &no_pause, 5.0, 60.0, &three, "t0/0", timeouts(), true);
         assert!(kinds(&p.unwrap()).iter().all(|k| k != "failover-in-flight"));
