@@ -114,7 +114,7 @@ pub enum FaultKind {
     /// producers retry them there. A new leader must answer an idempotent producer's retries
     /// as duplicates of what it replicated (the shape of the shipped plan
     /// `slow-follower-failover`). Drawn only as the leading fault of a run with idempotent
-    /// producers (weight 0 in the table), or when named.
+    /// producers (weight 0 in the table), or when it is the only kind named.
     FailoverInFlight,
     /// Cut the leader's power (its unsynced writes are lost), boot it after a failover.
     PowerLossLeader,
@@ -124,8 +124,8 @@ pub enum FaultKind {
     /// `min.insync.replicas=2` they stay eligible, KIP-966's ELR), then cut the lone leader's
     /// power, heal, and boot it: a correct broker elects an eligible follower meanwhile and
     /// loses nothing acknowledged. The random shape of the shipped plan `power-loss-leader`.
-    /// Drawn only as a leading fault when the power-loss family is asked for (weight 0), or
-    /// when named.
+    /// Drawn only as a leading fault, when the power-loss family is asked for or the kind is
+    /// named (weight 0 in the table).
     PowerLossLoneLeader,
     /// Cut every broker's power at once: only what was fsynced survives.
     PowerLossAll,
