@@ -642,6 +642,14 @@ impl Draw<'_> {
         Some((5.0 * self.timeouts.failover_s()).clamp(30.0, WAIT_TIMEOUT_MAX_S))
     }
 
+    /// A wait until every replica of the key is in its ISR again.
+    fn isr_full(&self) -> Step {
+        Step::new(Action::Wait(Wait::IsrFull {
+            key: self.key(),
+            timeout_s: self.wait_bound_s(),
+        }))
+    }
+
     /// The key the faults aim at, as a wait names it.
     fn key(&self) -> String {
         self.key.to_string()
@@ -985,10 +993,7 @@ impl Draw<'_> {
             Step::new(Action::Start {
                 target: bound_to(&old),
             }),
-            Step::new(Action::Wait(Wait::IsrFull {
-                key: self.key(),
-                timeout_s: self.wait_bound_s(),
-            })),
+            self.isr_full(),
         ];
         (steps, in_flight_s + 2.0)
     }
@@ -1029,10 +1034,7 @@ impl Draw<'_> {
                     target: bound_to(&old),
                 }),
             ),
-            Step::new(Action::Wait(Wait::IsrFull {
-                key: self.key(),
-                timeout_s: self.wait_bound_s(),
-            })),
+            self.isr_full(),
         ];
         (steps, alone_s + 6.0)
     }
@@ -1051,11 +1053,7 @@ impl Draw<'_> {
             } else {
                 after(pause_s, restart)
             });
-            let full = Wait::IsrFull {
-                key: self.key(),
-                timeout_s: self.wait_bound_s(),
-            };
-            steps.push(after(1.0, Step::new(Action::Wait(full))));
+            steps.push(after(1.0, self.isr_full()));
         }
         (steps, order.len() as f64 * (pause_s + 1.0))
     }
